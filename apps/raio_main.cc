@@ -1,0 +1,314 @@
+// The raio command line: start / stop / status of a standalone cluster.
+//
+//   raio start --head [--host H] [--port P] [--num-cpus N] [--num-gpus N]
+//                     [--memory BYTES] [--resources JSON] [--block]
+//   raio stop
+//   raio status [--address HOST:PORT] [--json]
+//
+// `start --head` runs the head service and a node daemon in one background process and
+// records it in $TMPDIR/raio/current_cluster (address, pid, log file); `stop` and
+// `status` find the cluster there unless --address or RAIO_ADDRESS says otherwise.
+#include <google/protobuf/util/json_util.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "raio/api/local_cluster.h"
+#include "raio/common/config.h"
+#include "raio/common/event_loop.h"
+#include "raio/common/logging.h"
+#include "raio/head.pb.h"
+#include "raio/node.pb.h"
+#include "raio/rpc.pb.h"
+#include "raio/rpc/listener.h"
+
+namespace {
+
+std::string StateDir() {
+  const char* base = std::getenv("TMPDIR");
+  return std::string(base && *base ? base : "/tmp") + "/raio";
+}
+std::string ClusterFile() { return StateDir() + "/current_cluster"; }
+
+std::optional<nlohmann::json> ReadClusterFile() {
+  std::ifstream in(ClusterFile());
+  if (!in) return std::nullopt;
+  try {
+    return nlohmann::json::parse(in);
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+bool ProcessAlive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+
+// Runs the cluster in this process until SIGTERM/SIGINT or a shutdown request.
+int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const std::string& log) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
+  raio::api::LocalClusterOptions options = base;
+  options.on_shutdown_request = [] { ::kill(::getpid(), SIGTERM); };
+  auto cluster = raio::api::LocalCluster::Create(options);
+  std::string message;
+  if (!cluster.ok()) {
+    message = absl::StrCat("error: ", cluster.status().message());
+  } else {
+    std::string address = (*cluster)->head_address();
+    nlohmann::json j{{"address", address}, {"pid", ::getpid()}, {"log", log},
+                     {"session_dir", (*cluster)->session_dir()}};
+    ::mkdir(StateDir().c_str(), 0700);
+    std::ofstream(ClusterFile()) << j.dump() << "\n";
+    message = "ok " + address;
+  }
+  if (ready_fd >= 0) {
+    (void)!::write(ready_fd, message.data(), message.size());
+    ::close(ready_fd);
+  } else {
+    std::cout << message << std::endl;
+  }
+  if (!cluster.ok()) return 1;
+  int sig = 0;
+  sigwait(&set, &sig);
+  RAIO_LOG_INFO("stopping on signal {}", sig);
+  (*cluster)->Stop();
+  auto j = ReadClusterFile();
+  if (j && (*j)["pid"].get<int>() == ::getpid()) ::unlink(ClusterFile().c_str());
+  return 0;
+}
+
+int Start(const raio::api::LocalClusterOptions& options, bool block) {
+  if (auto j = ReadClusterFile(); j && ProcessAlive((*j)["pid"].get<int>())) {
+    std::cerr << "raio: a cluster is already running at " << (*j)["address"].get<std::string>()
+              << " (pid " << (*j)["pid"] << "); run `raio stop` first\n";
+    return 1;
+  }
+  if (auto total = raio::api::NodeResources(options); !total.ok()) {
+    std::cerr << "raio start: " << total.status().message() << "\n";
+    return 2;
+  }
+  if (block) {
+    raio::InitLogging(spdlog::level::info);
+    return RunDaemon(options, -1, "");
+  }
+  ::mkdir(StateDir().c_str(), 0700);
+  std::string log = StateDir() + "/raio-" + std::to_string(::getpid()) + ".log";
+  int fds[2];
+  if (::pipe(fds) != 0) return 1;
+  pid_t child = ::fork();
+  if (child < 0) {
+    std::perror("fork");
+    return 1;
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    ::setsid();
+    if (::fork() > 0) _exit(0);  // the grandchild is the daemon, re-parented to init
+    FILE* f = std::freopen(log.c_str(), "a", stdout);
+    (void)f;
+    ::dup2(::fileno(stdout), STDERR_FILENO);
+    std::freopen("/dev/null", "r", stdin);
+    raio::InitLogging(spdlog::level::info);
+    _exit(RunDaemon(options, fds[1], log));
+  }
+  ::close(fds[1]);
+  ::waitpid(child, nullptr, 0);
+  std::string message;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof(buf))) > 0) message.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  if (message.rfind("ok ", 0) != 0) {
+    std::cerr << "raio start: " << (message.empty() ? "the daemon died; see " + log : message)
+              << "\n";
+    return 1;
+  }
+  std::string address = message.substr(3);
+  std::cout << "raio cluster started at " << address << "\n"
+            << "  connect a driver:  RAIO_ADDRESS=" << address << " ./my_program\n"
+            << "  status:            raio status\n"
+            << "  stop:              raio stop\n"
+            << "  log:               " << log << "\n";
+  return 0;
+}
+
+std::string ResolveAddress(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("RAIO_ADDRESS"); env && *env) return env;
+  if (auto j = ReadClusterFile(); j && ProcessAlive((*j)["pid"].get<int>())) {
+    return (*j)["address"].get<std::string>();
+  }
+  return "";
+}
+
+int Stop() {
+  auto j = ReadClusterFile();
+  if (!j || !ProcessAlive((*j)["pid"].get<int>())) {
+    std::cout << "raio stop: no running cluster found\n";
+    ::unlink(ClusterFile().c_str());
+    return 0;
+  }
+  pid_t pid = (*j)["pid"].get<int>();
+  ::kill(pid, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ProcessAlive(pid) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (ProcessAlive(pid)) {
+    ::kill(pid, SIGKILL);
+    std::cerr << "raio stop: the daemon did not stop in 10 s; killed it\n";
+  }
+  ::unlink(ClusterFile().c_str());
+  std::cout << "raio cluster at " << (*j)["address"].get<std::string>() << " stopped\n";
+  return 0;
+}
+
+std::string Fmt(const std::string& name, double v) {
+  char buf[64];
+  if (name == "memory") {
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", v / (1024.0 * 1024 * 1024));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%g", v);
+  }
+  return buf;
+}
+
+int Status(const std::string& address_flag, bool json) {
+  std::string address = ResolveAddress(address_flag);
+  if (address.empty()) {
+    std::cerr << "raio status: no cluster found (start one with `raio start --head`, or pass "
+                 "--address / RAIO_ADDRESS)\n";
+    return 1;
+  }
+  raio::EventLoop loop("raio-cli");
+  auto conn = raio::rpc::ConnectTcp(loop.io(), address, raio::config::kConnectTimeout);
+  if (!conn.ok()) {
+    std::cerr << "raio status: " << conn.status().message() << "\n";
+    return 1;
+  }
+  (*conn)->Start(nullptr, nullptr);
+  loop.Start();
+  auto reply = raio::rpc::CallSync(**conn, raio::proto::GET_CLUSTER_STATUS, raio::proto::Empty(),
+                                   raio::config::kControlRpcTimeout);
+  (*conn)->Close(absl::CancelledError("done"));
+  raio::proto::ClusterStatus status;
+  if (!reply.ok() || !status.ParseFromString(*reply)) {
+    std::cerr << "raio status: "
+              << (reply.ok() ? "malformed reply" : std::string(reply.status().message())) << "\n";
+    return 1;
+  }
+  if (json) {
+    std::string out;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(status, &out, opts);
+    std::cout << out << "\n";
+    return 0;
+  }
+  std::map<std::string, double> total, available;
+  std::size_t pending_tasks = 0;
+  std::cout << "======== raio cluster " << address << " ========\n";
+  std::cout << "Nodes: " << status.nodes_size() << "\n";
+  for (const auto& n : status.nodes()) {
+    std::map<std::string, int> states;
+    for (const auto& w : n.workers()) ++states[w.state()];
+    std::cout << "  node " << n.node_id() << "  " << n.address() << "\n    workers: "
+              << n.workers_size();
+    for (const auto& [s, c] : states) std::cout << "  " << s << "=" << c;
+    std::cout << "\n";
+    for (const auto& [k, v] : n.total().amounts()) total[k] += v;
+    for (const auto& [k, v] : n.available().amounts()) available[k] += v;
+    for (const auto& p : n.pending_leases()) pending_tasks += std::max<uint32_t>(p.backlog(), 1);
+  }
+  std::cout << "Resources (in use / total):\n";
+  for (const auto& [k, v] : total) {
+    std::cout << "  " << k << ": " << Fmt(k, v - available[k]) << " / " << Fmt(k, v) << "\n";
+  }
+  std::cout << "Pending tasks: " << pending_tasks << "\n";
+  for (const auto& n : status.nodes()) {
+    for (const auto& p : n.pending_leases()) {
+      std::cout << "  waiting for resources: job " << p.job_id() << " " << p.function_name()
+                << " demand {";
+      bool first = true;
+      for (const auto& [k, v] : p.demand().amounts()) {
+        std::cout << (first ? "" : ", ") << k << ": " << Fmt(k, v);
+        first = false;
+      }
+      std::cout << "} (" << p.backlog() << " queued)\n";
+    }
+  }
+  std::cout << "Jobs:\n";
+  for (const auto& j : status.jobs()) {
+    std::cout << "  job " << j.job_id() << "  " << j.state() << "  pid " << j.driver_pid() << "  "
+              << j.executable() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"raio: start, stop and inspect a raio cluster"};
+  app.require_subcommand(1);
+  raio::api::LocalClusterOptions start_options;
+  bool head = false, block = false;
+  double num_cpus = -1, num_gpus = -1, memory = -1;
+  std::string resources_json;
+  auto* start = app.add_subcommand("start", "start a standalone cluster (head + node)");
+  start->add_flag("--head", head, "start the head (required: joining nodes comes later)");
+  start->add_option("--host", start_options.host, "address to listen on")->capture_default_str();
+  start->add_option("--port", start_options.port, "TCP port of the head (0 = any free)")
+      ->capture_default_str();
+  start->add_option("--num-cpus", num_cpus, "CPUs to offer (default: detected cores)");
+  start->add_option("--num-gpus", num_gpus, "GPUs to offer (default: 0)");
+  start->add_option("--memory", memory, "the memory resource in bytes (default: 70% of RAM)");
+  start->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"TPU\": 4}'");
+  start->add_flag("--block", block, "run in the foreground");
+  auto* stop = app.add_subcommand("stop", "stop the cluster started by `raio start`");
+  std::string address;
+  bool json = false;
+  auto* status = app.add_subcommand("status", "show nodes, resources, workers, pending tasks, jobs");
+  status->add_option("--address", address, "head address host:port");
+  status->add_flag("--json", json, "print the raw status as JSON");
+  CLI11_PARSE(app, argc, argv);
+  raio::InitLogging(spdlog::level::warn);
+
+  if (start->parsed()) {
+    if (!head) {
+      std::cerr << "raio start: only --head is supported in this version\n";
+      return 2;
+    }
+    if (num_cpus >= 0) start_options.num_cpus = num_cpus;
+    if (num_gpus >= 0) start_options.num_gpus = num_gpus;
+    if (memory >= 0) start_options.memory_bytes = memory;
+    if (!resources_json.empty()) {
+      try {
+        auto j = nlohmann::json::parse(resources_json);
+        if (!j.is_object()) throw std::runtime_error("expected a JSON object");
+        for (auto& [k, v] : j.items()) {
+          if (!v.is_number()) throw std::runtime_error("value of '" + k + "' is not a number");
+          start_options.resources[k] = v.get<double>();
+        }
+      } catch (const std::exception& e) {
+        std::cerr << "raio start: bad --resources: " << e.what() << "\n";
+        return 2;
+      }
+    }
+    return Start(start_options, block);
+  }
+  if (stop->parsed()) return Stop();
+  if (status->parsed()) return Status(address, json);
+  return 0;
+}

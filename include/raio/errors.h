@@ -1,0 +1,86 @@
+// Exceptions thrown by the raio user API. Every one derives from raio::RaioException
+// (itself a std::runtime_error), so `catch (const raio::RaioException&)` catches all.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace raio {
+
+// Base class of every raio error.
+class RaioException : public std::runtime_error {
+ public:
+  explicit RaioException(const std::string& message) : std::runtime_error(message) {}
+};
+
+// The remote function threw. what() reads
+// "<function> raised <exception_type> on node <node>: <message>".
+class TaskError : public RaioException {
+ public:
+  TaskError(std::string exception_type, std::string message, std::string function_name,
+            std::string node_id)
+      : RaioException(function_name + " raised " + exception_type + " on node " + node_id +
+                      ": " + message),
+        exception_type_(std::move(exception_type)),
+        message_(std::move(message)),
+        function_name_(std::move(function_name)),
+        node_id_(std::move(node_id)) {}
+  // Demangled C++ type of the exception thrown by user code, e.g. "std::invalid_argument".
+  const std::string& exception_type() const { return exception_type_; }
+  // The exception's own what().
+  const std::string& message() const { return message_; }
+  // Registered name of the remote function.
+  const std::string& function_name() const { return function_name_; }
+  // Hex id of the node the task ran on.
+  const std::string& node_id() const { return node_id_; }
+
+ private:
+  std::string exception_type_, message_, function_name_, node_id_;
+};
+
+// The worker process running the task died (crash, kill, exit) and the task's retries
+// (SetMaxRetries, default 3) ran out.
+class WorkerCrashedError : public RaioException {
+  using RaioException::RaioException;
+};
+
+// Get() with a timeout found the object not ready in time. The task keeps running and
+// a later Get() can still return its value.
+class GetTimeoutError : public RaioException {
+  using RaioException::RaioException;
+};
+
+// No node of the cluster can ever meet the task's resource demand. The message names
+// the demand and the resources of every node.
+class UnschedulableError : public RaioException {
+  using RaioException::RaioException;
+};
+
+// The worker that received the task has no remote function under that name
+// (not registered with RAIO_REMOTE in the worker's executable).
+class RemoteFunctionNotFoundError : public RaioException {
+  using RaioException::RaioException;
+};
+
+// An argument or a result could not be converted to or from the requested C++ type.
+class SerializationError : public RaioException {
+  using RaioException::RaioException;
+};
+
+// The object's value is gone: freed, never owned by this process, or its node/cluster died.
+class ObjectLostError : public RaioException {
+  using RaioException::RaioException;
+};
+
+// The API was used in a wrong state (Init twice, a call before Init or after Shutdown)
+// or with an invalid argument (negative resources, unregistered function).
+class InvalidUsageError : public RaioException {
+  using RaioException::RaioException;
+};
+
+// The cluster could not be reached or went away (Init's address refused, node daemon died).
+class ClusterUnavailableError : public RaioException {
+  using RaioException::RaioException;
+};
+
+}  // namespace raio

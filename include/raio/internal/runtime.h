@@ -1,0 +1,65 @@
+// The non-template boundary between the header-only user API and libraio. User code
+// never calls these directly; ObjectRef, TaskCaller and the free functions in
+// raio.h do. All functions are thread-safe and throw the exceptions of errors.h.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "raio/internal/object_id.h"
+
+namespace raio {
+namespace internal {
+
+// One task argument as the owner sees it before resolution.
+struct TaskArg {
+  enum class Kind { kValue, kObjectRef, kObjectRefList };
+  Kind kind = Kind::kValue;
+  std::string value;               // kValue: msgpack bytes of the parameter's type
+  std::vector<ObjectId> refs;      // kObjectRef: one id; kObjectRefList: many
+};
+
+// Options of one task submission (see TaskCaller).
+struct TaskOptions {
+  std::map<std::string, double> resources{{"CPU", 1.0}};
+  std::string name;
+  int max_retries = 3;
+};
+
+// Serialized bytes of a ready object; shared so that many readers copy nothing.
+using ObjectBuffer = std::shared_ptr<const std::string>;
+
+// Submits `function_name` with `args`. Returns the id of its return object, holding one
+// local reference that the caller adopts (ObjectRef's adopting constructor).
+// Throws InvalidUsageError (not initialized, bad resources), never blocks on the task.
+ObjectId SubmitTask(const std::string& function_name, std::vector<TaskArg> args,
+                    const TaskOptions& options);
+
+// Stores msgpack `bytes` as a new object owned by this process; returns its id with one
+// adopted local reference.
+ObjectId PutObject(std::string bytes);
+
+// Blocks until the object is ready or `timeout` passes (nullopt: no limit). Returns its
+// bytes or throws the object's error (TaskError, WorkerCrashedError, ...) or
+// GetTimeoutError.
+ObjectBuffer GetObject(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
+
+// Waits until `num_objects` of `ids` are ready or `timeout` passes. Returns a flag per id
+// (true = ready; failed objects count as ready).
+std::vector<bool> WaitObjects(const std::vector<ObjectId>& ids, int num_objects,
+                              std::optional<std::chrono::microseconds> timeout);
+
+// Reference counting of ObjectRef copies in this process. No-ops when not initialized.
+void AddLocalReference(const ObjectId& id);
+void RemoveLocalReference(const ObjectId& id);
+
+// Returns the registered name of a function (keyed by its address) or nullptr.
+const std::string* FindFunctionName(const void* function_key);
+
+}  // namespace internal
+}  // namespace raio

@@ -1,0 +1,84 @@
+// ObjectRef<T>: a typed future for an immutable object owned by the process that made
+// it (by submitting the task or calling Put). Copies count as references; when the last
+// copy in the process goes, the object is freed.
+// Thread-safety: an ObjectRef may be copied, destroyed and Get() from any thread.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "raio/internal/object_id.h"
+#include "raio/internal/runtime.h"
+#include "raio/serialization.h"
+
+namespace raio {
+
+template <typename T>
+class ObjectRef {
+ public:
+  using ValueType = T;
+  struct Adopt {};
+
+  // A nil reference; Get() on it throws ObjectLostError.
+  ObjectRef() = default;
+  // Takes over one local reference already counted for `id` (runtime use).
+  ObjectRef(const ObjectId& id, Adopt) : id_(id) {}
+  ObjectRef(const ObjectRef& other) : id_(other.id_) {
+    if (!id_.IsNil()) internal::AddLocalReference(id_);
+  }
+  ObjectRef(ObjectRef&& other) noexcept : id_(std::exchange(other.id_, ObjectId())) {}
+  ObjectRef& operator=(const ObjectRef& other) {
+    if (this != &other) {
+      ObjectRef copy(other);
+      std::swap(id_, copy.id_);
+    }
+    return *this;
+  }
+  ObjectRef& operator=(ObjectRef&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      id_ = std::exchange(other.id_, ObjectId());
+    }
+    return *this;
+  }
+  ~ObjectRef() { Reset(); }
+
+  const ObjectId& ID() const { return id_; }
+  bool IsNil() const { return id_.IsNil(); }
+
+  // Blocks until the object is ready and returns its value (a copy deserialized from the
+  // stored bytes). Throws the object's error: TaskError (the function threw),
+  // WorkerCrashedError, UnschedulableError, RemoteFunctionNotFoundError,
+  // SerializationError (T does not match the stored value), ObjectLostError.
+  T Get() const { return Decode(internal::GetObject(id_, std::nullopt)); }
+
+  // As Get(), but throws GetTimeoutError when the object is not ready within `timeout`;
+  // the task keeps running.
+  template <typename Rep, typename Period>
+  T Get(std::chrono::duration<Rep, Period> timeout) const {
+    return Decode(internal::GetObject(
+        id_, std::chrono::duration_cast<std::chrono::microseconds>(timeout)));
+  }
+
+ private:
+  static T Decode(const internal::ObjectBuffer& bytes) {
+    if constexpr (std::is_void_v<T>) {
+      (void)bytes;
+    } else {
+      return internal::Unpack<T>(*bytes);
+    }
+  }
+  void Reset() {
+    if (!id_.IsNil()) internal::RemoveLocalReference(id_);
+    id_ = ObjectId();
+  }
+  ObjectId id_;
+};
+
+template <typename T>
+struct IsObjectRef : std::false_type {};
+template <typename T>
+struct IsObjectRef<ObjectRef<T>> : std::true_type {};
+
+}  // namespace raio

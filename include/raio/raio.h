@@ -1,0 +1,118 @@
+// The raio user API. Include this one header.
+//
+//   int Add(int a, int b) { return a + b; }
+//   RAIO_REMOTE(Add);
+//   int main(int argc, char** argv) {
+//     raio::Init(argc, argv);          // embedded cluster, or joins RAIO_ADDRESS
+//     int three = raio::Task(Add).Remote(1, 2).Get();
+//     raio::Shutdown();
+//   }
+//
+// Worker mode: the cluster runs tasks by starting the driver's own executable with
+// RAIO_WORKER_MODE set. Init (any form) then turns the process into a worker and never
+// returns, so call it at the top of main, before work with side effects.
+// Thread-safety: every function here may be called from any thread after Init.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "raio/errors.h"
+#include "raio/object_ref.h"
+#include "raio/remote.h"
+#include "raio/serialization.h"
+#include "raio/task_caller.h"
+
+namespace raio {
+
+// Options of Init. Unset fields take the defaults in brackets.
+struct InitOptions {
+  // "host:port" of a standalone cluster's head [RAIO_ADDRESS, else an embedded cluster].
+  std::string address;
+  // Embedded cluster only: CPUs offered [detected core count].
+  std::optional<double> num_cpus;
+  // Embedded cluster only: GPUs offered [0; ids 0..n-1].
+  std::optional<double> num_gpus;
+  // Embedded cluster only: custom resources, e.g. {{"TPU", 4}} [none].
+  std::map<std::string, double> resources;
+  // Embedded cluster only: the "memory" resource in bytes [70% of RAM].
+  std::optional<double> memory_bytes;
+};
+
+// Starts raio in this process. With no address (and no RAIO_ADDRESS) it starts an
+// embedded single-node cluster on background threads; with one it joins that cluster.
+// In a worker process it runs the worker loop and never returns.
+// Blocks until the cluster is ready (embedded) or joined.
+// Throws InvalidUsageError if already initialized, ClusterUnavailableError if the
+// address cannot be reached within a few seconds.
+void Init(const InitOptions& options, int argc = 0, char** argv = nullptr);
+void Init(int argc, char** argv);
+void Init();
+
+// Stops raio in this process: ends the job's workers, stops an embedded cluster and
+// releases every object. ObjectRefs still alive become unusable (Get throws
+// InvalidUsageError). Idempotent. Blocks until done.
+void Shutdown();
+
+// Whether Init has run and Shutdown has not.
+bool IsInitialized();
+
+// Stores `value` as an object owned by this process and returns a reference to it.
+// Never blocks on other processes. Throws InvalidUsageError before Init.
+template <typename T>
+ObjectRef<std::decay_t<T>> Put(const T& value) {
+  return ObjectRef<std::decay_t<T>>(internal::PutObject(internal::Pack(value)),
+                                    typename ObjectRef<std::decay_t<T>>::Adopt{});
+}
+
+// Returns the values of all `refs`, in order; blocks until all are ready. Throws the
+// first error met (in order), as ObjectRef::Get.
+template <typename T>
+std::vector<T> Get(const std::vector<ObjectRef<T>>& refs) {
+  std::vector<T> out;
+  out.reserve(refs.size());
+  for (const auto& ref : refs) out.push_back(ref.Get());
+  return out;
+}
+
+// Result of Wait: refs ready (value or error available) and refs still pending, each in
+// the order given.
+template <typename T>
+struct WaitResult {
+  std::vector<ObjectRef<T>> ready;
+  std::vector<ObjectRef<T>> pending;
+};
+
+// Waits until `num_objects` of `refs` are ready or `timeout` passes (nullopt: no limit),
+// then splits them. Throws InvalidUsageError if num_objects is not in [0, refs.size()].
+template <typename T>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_objects,
+                   std::optional<std::chrono::microseconds> timeout = std::nullopt) {
+  if (num_objects < 0 || static_cast<std::size_t>(num_objects) > refs.size()) {
+    throw InvalidUsageError("raio::Wait: num_objects must be between 0 and refs.size()");
+  }
+  std::vector<ObjectId> ids;
+  ids.reserve(refs.size());
+  for (const auto& ref : refs) ids.push_back(ref.ID());
+  std::vector<bool> ready = internal::WaitObjects(ids, num_objects, timeout);
+  WaitResult<T> result;
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    (ready[i] ? result.ready : result.pending).push_back(refs[i]);
+  }
+  return result;
+}
+
+// Overload taking any chrono duration (e.g. std::chrono::seconds(1)).
+template <typename T, typename Rep, typename Period>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_objects,
+                   std::chrono::duration<Rep, Period> timeout) {
+  return Wait(refs, num_objects,
+              std::optional<std::chrono::microseconds>(
+                  std::chrono::duration_cast<std::chrono::microseconds>(timeout)));
+}
+
+}  // namespace raio

@@ -1,0 +1,96 @@
+// Registration of remote functions.
+//
+//   int Add(int a, int b) { return a + b; }
+//   int Scale(int x);  double Scale(double x);        // overloads
+//   RAIO_REMOTE(Add, RAIO_FUNC(Scale, int), RAIO_FUNC(Scale, double));
+//
+// RAIO_REMOTE runs at static-initialization time in the driver and in every worker (the
+// same executable), so both sides agree on the names: "Add", "Scale(int)",
+// "Scale(double)". Place it at namespace scope in a .cc file.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "raio/internal/runtime.h"
+#include "raio/serialization.h"
+
+namespace raio {
+namespace internal {
+
+// Picks one overload of `f` by its parameter types (RAIO_FUNC).
+template <typename... Args, typename R>
+constexpr auto Overload(R (*f)(Args...)) {
+  return f;
+}
+
+using FunctionKey = void (*)();
+
+template <typename R, typename... A>
+FunctionKey KeyOf(R (*fn)(A...)) {
+  return reinterpret_cast<FunctionKey>(fn);
+}
+
+template <typename Tuple, std::size_t... I>
+Tuple UnpackArgs(const std::vector<std::string_view>& args, std::index_sequence<I...>) {
+  return Tuple{Unpack<std::tuple_element_t<I, Tuple>>(args[I])...};
+}
+
+// Decodes the arguments, calls the function and encodes its result.
+template <typename R, typename... A>
+std::string Invoke(const void* key, const std::vector<std::string_view>& args) {
+  auto fn = reinterpret_cast<R (*)(A...)>(reinterpret_cast<FunctionKey>(const_cast<void*>(key)));
+  if (args.size() != sizeof...(A)) {
+    throw SerializationError("expected " + std::to_string(sizeof...(A)) + " arguments, got " +
+                             std::to_string(args.size()));
+  }
+  using Tuple = std::tuple<std::decay_t<A>...>;
+  Tuple values = UnpackArgs<Tuple>(args, std::index_sequence_for<A...>{});
+  if constexpr (std::is_void_v<R>) {
+    std::apply(fn, std::move(values));
+    return PackNil();
+  } else {
+    return Pack(std::apply(fn, std::move(values)));
+  }
+}
+
+// Turns the text of one RAIO_REMOTE entry into its registered name:
+// "Add" -> "Add", "&ns::F" -> "ns::F", "RAIO_FUNC(Scale, int)" -> "Scale(int)".
+std::string FunctionNameFromMacroText(std::string_view text);
+// Splits "a, RAIO_FUNC(b, int, int)" at top-level commas.
+std::vector<std::string> SplitMacroList(std::string_view text);
+
+void RegisterFunctionWithInvoker(const std::string& name, const void* key,
+                                 std::string (*invoker)(const void*,
+                                                        const std::vector<std::string_view>&));
+
+template <typename R, typename... A>
+void RegisterOne(const std::string& name, R (*fn)(A...)) {
+  RegisterFunctionWithInvoker(name, reinterpret_cast<const void*>(KeyOf(fn)), &Invoke<R, A...>);
+}
+
+template <typename... Fs>
+bool RegisterAll(const char* macro_text, Fs... fns) {
+  std::vector<std::string> names = SplitMacroList(macro_text);
+  std::size_t i = 0;
+  (RegisterOne(FunctionNameFromMacroText(names[i++]), fns), ...);
+  return true;
+}
+
+}  // namespace internal
+}  // namespace raio
+
+#define RAIO_INTERNAL_CONCAT2(a, b) a##b
+#define RAIO_INTERNAL_CONCAT(a, b) RAIO_INTERNAL_CONCAT2(a, b)
+
+// Selects one overload of a function by its parameter types: RAIO_FUNC(Scale, int).
+#define RAIO_FUNC(f, ...) ::raio::internal::Overload<__VA_ARGS__>(f)
+
+// Registers free functions as remote functions (see the file comment).
+#define RAIO_REMOTE(...)                                                             \
+  static const bool RAIO_INTERNAL_CONCAT(raio_remote_registered_, __COUNTER__) = \
+      ::raio::internal::RegisterAll(#__VA_ARGS__, __VA_ARGS__)

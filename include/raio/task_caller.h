@@ -1,0 +1,137 @@
+// raio::Task(f): builds and submits a remote call of a registered free function.
+//
+//   raio::ObjectRef<int> r = raio::Task(Add).SetResource("CPU", 0.5).Remote(1, 2);
+//
+// Arguments are checked against f's parameters at compile time. Each argument may be a
+// value convertible to the parameter type, an ObjectRef<P> for parameter type P, or a
+// std::vector<ObjectRef<U>> for a std::vector<U> parameter; refs are resolved to their
+// values before the task runs (a failed ref fails the task with the same error).
+// Thread-safety: a TaskCaller is a builder for one thread; Remote() may be called from
+// many threads on distinct builders.
+#pragma once
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "raio/errors.h"
+#include "raio/internal/runtime.h"
+#include "raio/object_ref.h"
+#include "raio/remote.h"
+#include "raio/serialization.h"
+
+namespace raio {
+namespace internal {
+
+// Whether AD is std::vector<ObjectRef<U>> and PD is std::vector<U>.
+template <typename PD, typename AD>
+struct IsRefListFor : std::false_type {};
+template <typename U>
+struct IsRefListFor<std::vector<U>, std::vector<ObjectRef<U>>> : std::true_type {};
+
+// Whether an argument of type A may be passed for parameter type P.
+template <typename P, typename A>
+constexpr bool ArgMatches() {
+  using PD = std::decay_t<P>;
+  using AD = std::decay_t<A>;
+  if constexpr (IsObjectRef<AD>::value) {
+    return std::is_same_v<typename AD::ValueType, PD>;
+  } else if constexpr (IsRefListFor<PD, AD>::value) {
+    return true;
+  } else {
+    return std::is_convertible_v<A, PD>;
+  }
+}
+
+template <typename P, typename A>
+TaskArg MakeArg(A&& arg) {
+  using PD = std::decay_t<P>;
+  using AD = std::decay_t<A>;
+  TaskArg out;
+  if constexpr (IsObjectRef<AD>::value) {
+    out.kind = TaskArg::Kind::kObjectRef;
+    out.refs.push_back(arg.ID());
+  } else if constexpr (IsRefListFor<PD, AD>::value) {
+    out.kind = TaskArg::Kind::kObjectRefList;
+    out.refs.reserve(arg.size());
+    for (const auto& ref : arg) out.refs.push_back(ref.ID());
+  } else {
+    out.value = Pack(static_cast<PD>(std::forward<A>(arg)));
+  }
+  return out;
+}
+
+}  // namespace internal
+
+template <typename F>
+class TaskCaller;
+
+template <typename R, typename... P>
+class TaskCaller<R (*)(P...)> {
+ public:
+  explicit TaskCaller(R (*fn)(P...)) : fn_(fn) {}
+
+  // Replaces the whole resource demand, e.g. {{"CPU", 2}, {"GPU", 0.5}, {"memory", 1e9}}.
+  // Units: CPU and GPU in devices (GPU fractions below 1 share one device; above 1 must
+  // be whole), memory in bytes. Values must be finite and >= 0 (checked at Remote()).
+  TaskCaller& SetResources(const std::map<std::string, double>& resources) {
+    options_.resources = resources;
+    return *this;
+  }
+  // Sets one resource of the demand (default demand: {"CPU": 1}).
+  TaskCaller& SetResource(const std::string& name, double amount) {
+    options_.resources[name] = amount;
+    return *this;
+  }
+  // A name shown in errors and `raio status` instead of the function's name.
+  TaskCaller& SetName(const std::string& name) {
+    options_.name = name;
+    return *this;
+  }
+  // How many times the task is re-run when its worker process dies (default 3; 0 = never).
+  // Exceptions thrown by the function are not retried.
+  TaskCaller& SetMaxRetries(int max_retries) {
+    options_.max_retries = max_retries;
+    return *this;
+  }
+
+  // Submits the task and returns at once with a reference to its result.
+  // Throws InvalidUsageError if the function is not registered with RAIO_REMOTE, raio is
+  // not initialized, or a resource amount is negative or not finite. A demand no node
+  // can meet is reported at Get() as UnschedulableError.
+  template <typename... A>
+  ObjectRef<R> Remote(A&&... args) {
+    static_assert(sizeof...(A) == sizeof...(P), "wrong number of arguments for this function");
+    static_assert((internal::ArgMatches<P, A>() && ...),
+                  "an argument's type does not match the function's parameter type "
+                  "(pass a value convertible to it, ObjectRef<T> for T, or "
+                  "std::vector<ObjectRef<T>> for std::vector<T>)");
+    const std::string* name =
+        internal::FindFunctionName(reinterpret_cast<const void*>(internal::KeyOf(fn_)));
+    if (name == nullptr) {
+      throw InvalidUsageError(
+          "raio::Task: this function is not registered; add RAIO_REMOTE(<function>) at "
+          "namespace scope");
+    }
+    std::vector<internal::TaskArg> task_args;
+    task_args.reserve(sizeof...(A));
+    (task_args.push_back(internal::MakeArg<P>(std::forward<A>(args))), ...);
+    return ObjectRef<R>(internal::SubmitTask(*name, std::move(task_args), options_),
+                        typename ObjectRef<R>::Adopt{});
+  }
+
+ private:
+  R (*fn_)(P...);
+  internal::TaskOptions options_;
+};
+
+// Starts building a remote call of `fn`, which must be registered with RAIO_REMOTE.
+template <typename R, typename... P>
+TaskCaller<R (*)(P...)> Task(R (*fn)(P...)) {
+  return TaskCaller<R (*)(P...)>(fn);
+}
+
+}  // namespace raio

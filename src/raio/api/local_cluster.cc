@@ -1,0 +1,70 @@
+#include "raio/api/local_cluster.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "raio/common/config.h"
+#include "raio/common/process.h"
+
+namespace raio::api {
+
+absl::StatusOr<ResourceSet> NodeResources(const LocalClusterOptions& options) {
+  std::map<std::string, double> m = options.resources;
+  for (const char* reserved : {"CPU", "GPU", "memory"}) {
+    if (m.count(reserved)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", reserved, "' is not a custom resource; use the num_cpus/num_gpus/memory options"));
+    }
+  }
+  m["CPU"] = options.num_cpus.value_or(DetectCpuCount());
+  m["GPU"] = options.num_gpus.value_or(0);
+  if (m["GPU"] != std::floor(m["GPU"])) {
+    return absl::InvalidArgumentError("num_gpus must be a whole number");
+  }
+  m["memory"] = options.memory_bytes.value_or(
+      std::floor(static_cast<double>(DetectMemoryBytes()) * config::kDefaultMemoryFraction));
+  return ResourceSet::FromMap(m);
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
+    const LocalClusterOptions& options) {
+  auto total = NodeResources(options);
+  if (!total.ok()) return total.status();
+  auto cluster = std::unique_ptr<LocalCluster>(new LocalCluster());
+  cluster->session_dir_ = MakeTempDir("session");
+  if (cluster->session_dir_.empty()) {
+    return absl::InternalError("cannot create a session directory under $TMPDIR or /tmp");
+  }
+  head::HeadService::Options head_options;
+  head_options.host = options.host;
+  head_options.port = options.port;
+  head_options.on_shutdown_request = options.on_shutdown_request;
+  auto head = head::HeadService::Create(head_options);
+  if (!head.ok()) {
+    cluster->Stop();
+    return head.status();
+  }
+  cluster->head_ = std::move(*head);
+  std::string connect_host = options.host == "0.0.0.0" ? "127.0.0.1" : options.host;
+  auto node = node::NodeManager::Create(
+      {cluster->session_dir_, absl::StrCat(connect_host, ":", cluster->head_->port()), *total});
+  if (!node.ok()) {
+    cluster->Stop();
+    return node.status();
+  }
+  cluster->node_ = std::move(*node);
+  return cluster;
+}
+
+LocalCluster::~LocalCluster() { Stop(); }
+
+void LocalCluster::Stop() {
+  if (node_) node_->Stop();
+  if (head_) head_->Stop();
+  node_.reset();
+  head_.reset();
+  RemoveTree(session_dir_);
+  session_dir_.clear();
+}
+
+}  // namespace raio::api

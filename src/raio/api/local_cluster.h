@@ -1,0 +1,47 @@
+// LocalCluster: a head service plus one node daemon in this process, each on its own
+// event loop. Used by raio::Init() for the embedded cluster and by `raio start --head`.
+// Threading: Create/Stop from any one thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "raio/head/head_service.h"
+#include "raio/node/node_manager.h"
+
+namespace raio::api {
+
+struct LocalClusterOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::optional<double> num_cpus;
+  std::optional<double> num_gpus;
+  std::optional<double> memory_bytes;
+  std::map<std::string, double> resources;
+  std::function<void()> on_shutdown_request;
+};
+
+class LocalCluster {
+ public:
+  // Validates the resources (InvalidArgument), makes a private session directory, starts
+  // the head and the node.
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> Create(const LocalClusterOptions& options);
+  ~LocalCluster();
+  void Stop();
+  std::string head_address() const { return head_->address(); }
+  const std::string& session_dir() const { return session_dir_; }
+
+ private:
+  LocalCluster() = default;
+  std::string session_dir_;
+  std::unique_ptr<head::HeadService> head_;
+  std::unique_ptr<node::NodeManager> node_;
+};
+
+// The resources a node offers: detected CPUs and memory unless overridden, GPUs as given.
+absl::StatusOr<ResourceSet> NodeResources(const LocalClusterOptions& options);
+
+}  // namespace raio::api

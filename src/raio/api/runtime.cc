@@ -1,0 +1,266 @@
+// Implementation of include/raio/raio.h and include/raio/internal/runtime.h: process-wide
+// runtime state (driver or worker), Init/Shutdown, and the calls ObjectRef and
+// TaskCaller make.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "raio/api/local_cluster.h"
+#include "raio/common/config.h"
+#include "raio/common/event_loop.h"
+#include "raio/common/logging.h"
+#include "raio/common/process.h"
+#include "raio/head.pb.h"
+#include "raio/node.pb.h"
+#include "raio/raio.h"
+#include "raio/rpc.pb.h"
+#include "raio/rpc/listener.h"
+#include "raio/worker/core_worker.h"
+#include "raio/worker/task_executor.h"
+
+namespace raio {
+namespace {
+
+// Everything a driver holds while initialized. Members are destroyed in reverse order:
+// the core worker before the loop that delivers its replies.
+struct DriverRuntime {
+  std::unique_ptr<api::LocalCluster> cluster;  // embedded mode only
+  std::unique_ptr<EventLoop> loop;
+  std::shared_ptr<rpc::Connection> head;
+  std::shared_ptr<rpc::Connection> node;
+  std::shared_ptr<worker::CoreWorker> core;
+};
+
+std::mutex g_mu;
+std::unique_ptr<DriverRuntime> g_runtime;       // guarded by g_mu
+std::shared_ptr<worker::CoreWorker> g_core;     // guarded by g_mu; driver or worker
+
+std::shared_ptr<worker::CoreWorker> Core() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_core;
+}
+
+std::shared_ptr<worker::CoreWorker> CoreOrThrow() {
+  auto core = Core();
+  if (!core) throw InvalidUsageError("raio is not initialized: call raio::Init() first");
+  return core;
+}
+
+[[noreturn]] void RunWorker() {
+  InitLogging(spdlog::level::warn);
+  const char* node_socket = std::getenv("RAIO_NODE_SOCKET");
+  const char* worker_hex = std::getenv("RAIO_WORKER_ID");
+  const char* session = std::getenv("RAIO_SESSION_DIR");
+  if (!node_socket || !worker_hex || !session) {
+    RAIO_LOG_ERROR("RAIO_WORKER_MODE is set but RAIO_NODE_SOCKET/RAIO_WORKER_ID/"
+                   "RAIO_SESSION_DIR are missing");
+    _exit(2);
+  }
+  std::string hex = worker_hex;
+  WorkerId id;
+  for (std::size_t i = 0; i < WorkerId::kSize && 2 * i + 1 < hex.size(); ++i) {
+    id.mutable_data()[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  auto* loop = new EventLoop("raio-worker");  // lives until _exit
+  auto node = rpc::ConnectUnix(loop->io(), node_socket);
+  if (!node.ok()) {
+    RAIO_LOG_ERROR("worker cannot reach its node: {}", node.status().message());
+    _exit(2);
+  }
+  // Without its node a worker has no purpose: exit as soon as the node goes away.
+  (*node)->Start(nullptr, [](const std::shared_ptr<rpc::Connection>&, const absl::Status&) {
+    _exit(0);
+  });
+  loop->Start();
+  auto* executor = new worker::TaskExecutor(*loop, "");
+  std::string socket_path = absl::StrCat(session, "/w-", hex, ".sock");
+  if (absl::Status s = executor->Listen(socket_path); !s.ok()) {
+    RAIO_LOG_ERROR("worker cannot listen: {}", s.message());
+    _exit(2);
+  }
+  proto::RegisterWorkerRequest reg;
+  reg.set_worker_id(id.Binary());
+  reg.set_pid(getpid());
+  reg.set_socket_path(socket_path);
+  auto reply = rpc::CallSync(**node, proto::REGISTER_WORKER, reg, config::kControlRpcTimeout);
+  proto::RegisterWorkerReply r;
+  if (!reply.ok() || !r.ParseFromString(*reply)) {
+    RAIO_LOG_ERROR("worker registration failed: {}",
+                   reply.ok() ? "bad reply" : std::string(reply.status().message()));
+    _exit(2);
+  }
+  executor->set_node_id(r.node_id());
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_core = std::make_shared<worker::CoreWorker>(
+        worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), r.node_has_gpus()},
+        *loop, *node);
+  }
+  executor->Run();
+  _exit(0);
+}
+
+void JoinCluster(DriverRuntime& rt, const std::string& address) {
+  rt.loop = std::make_unique<EventLoop>("raio-driver");
+  auto head = rpc::ConnectTcp(rt.loop->io(), address, config::kConnectTimeout);
+  if (!head.ok()) {
+    throw ClusterUnavailableError(absl::StrCat("cannot reach a raio cluster at ", address, ": ",
+                                               head.status().message(),
+                                               " (is it running? start one with `raio start --head`)"));
+  }
+  rt.head = *head;
+  rt.head->Start(nullptr, nullptr);
+  rt.loop->Start();
+  proto::RegisterJobRequest job;
+  job.set_driver_pid(getpid());
+  job.set_executable(SelfExecutablePath());
+  job.set_hostname(Hostname());
+  auto reply = rpc::CallSync(*rt.head, proto::REGISTER_JOB, job, config::kConnectTimeout);
+  proto::RegisterJobReply jr;
+  if (!reply.ok() || !jr.ParseFromString(*reply)) {
+    throw ClusterUnavailableError(absl::StrCat(
+        "the raio cluster at ", address, " did not accept this job: ",
+        reply.ok() ? "malformed reply" : std::string(reply.status().message())));
+  }
+  auto node = rpc::ConnectUnix(rt.loop->io(), jr.node_socket_path());
+  if (!node.ok()) {
+    throw ClusterUnavailableError(absl::StrCat("cannot reach the node daemon at ",
+                                               jr.node_socket_path(), ": ",
+                                               node.status().message()));
+  }
+  rt.node = *node;
+  std::weak_ptr<worker::CoreWorker>* weak_core = new std::weak_ptr<worker::CoreWorker>();
+  rt.node->Start(nullptr, [weak_core](const std::shared_ptr<rpc::Connection>&,
+                                      const absl::Status& reason) {
+    if (auto core = weak_core->lock()) core->OnNodeLost(std::string(reason.message()));
+    delete weak_core;
+  });
+  proto::RegisterDriverRequest reg;
+  reg.set_job_id(jr.job_id());
+  reg.set_executable(SelfExecutablePath());
+  char cwd[4096];
+  if (getcwd(cwd, sizeof(cwd)) != nullptr) reg.set_working_dir(cwd);
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) reg.set_ld_library_path(ld);
+  reg.set_pid(getpid());
+  auto dreply = rpc::CallSync(*rt.node, proto::REGISTER_DRIVER, reg, config::kConnectTimeout);
+  proto::RegisterDriverReply dr;
+  if (!dreply.ok() || !dr.ParseFromString(*dreply)) {
+    throw ClusterUnavailableError(absl::StrCat(
+        "the node daemon refused this driver: ",
+        dreply.ok() ? "malformed reply" : std::string(dreply.status().message())));
+  }
+  rt.core = std::make_shared<worker::CoreWorker>(
+      worker::CoreWorker::Options{RandomId<WorkerId>(), /*is_driver=*/true, dr.node_id(),
+                                  dr.node_has_gpus()},
+      *rt.loop, rt.node);
+  *weak_core = rt.core;
+}
+
+void TearDown(std::unique_ptr<DriverRuntime> rt) {
+  if (!rt) return;
+  if (rt->core) rt->core->Shutdown();
+  if (rt->node) rt->node->Close(absl::CancelledError("driver shutting down"));
+  if (rt->head) rt->head->Close(absl::CancelledError("driver shutting down"));
+  if (rt->cluster) rt->cluster->Stop();
+  if (rt->loop) rt->loop->Stop();
+  rt->core.reset();
+}
+
+bool IsWorkerProcess() {
+  const char* mode = std::getenv("RAIO_WORKER_MODE");
+  return mode != nullptr && std::string(mode) == "1";
+}
+
+}  // namespace
+
+void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
+  if (IsWorkerProcess()) RunWorker();
+  InitLogging(spdlog::level::warn);
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_runtime) throw InvalidUsageError("raio::Init called twice; call raio::Shutdown() first");
+  std::string address = options.address;
+  if (address.empty()) {
+    if (const char* env = std::getenv("RAIO_ADDRESS")) address = env;
+  }
+  auto rt = std::make_unique<DriverRuntime>();
+  try {
+    if (address.empty()) {
+      api::LocalClusterOptions lo;
+      lo.num_cpus = options.num_cpus;
+      lo.num_gpus = options.num_gpus;
+      lo.memory_bytes = options.memory_bytes;
+      lo.resources = options.resources;
+      auto cluster = api::LocalCluster::Create(lo);
+      if (!cluster.ok()) {
+        if (cluster.status().code() == absl::StatusCode::kInvalidArgument) {
+          throw InvalidUsageError(absl::StrCat("raio::Init: ", cluster.status().message()));
+        }
+        throw ClusterUnavailableError(absl::StrCat("cannot start the embedded cluster: ",
+                                                   cluster.status().message()));
+      }
+      rt->cluster = std::move(*cluster);
+      address = rt->cluster->head_address();
+    } else if (options.num_cpus || options.num_gpus || options.memory_bytes ||
+               !options.resources.empty()) {
+      throw InvalidUsageError(
+          "raio::Init: num_cpus/num_gpus/memory/resources apply to an embedded cluster only; "
+          "pass them to `raio start` for a standalone cluster");
+    }
+    JoinCluster(*rt, address);
+  } catch (...) {
+    TearDown(std::move(rt));
+    throw;
+  }
+  g_core = rt->core;
+  g_runtime = std::move(rt);
+}
+
+void Init(int argc, char** argv) { Init(InitOptions{}, argc, argv); }
+void Init() { Init(InitOptions{}, 0, nullptr); }
+
+void Shutdown() {
+  std::unique_ptr<DriverRuntime> rt;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    rt = std::move(g_runtime);
+    g_core.reset();
+  }
+  TearDown(std::move(rt));
+}
+
+bool IsInitialized() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_core != nullptr;
+}
+
+namespace internal {
+
+ObjectId SubmitTask(const std::string& function_name, std::vector<TaskArg> args,
+                    const TaskOptions& options) {
+  return CoreOrThrow()->SubmitTask(function_name, std::move(args), options);
+}
+
+ObjectId PutObject(std::string bytes) { return CoreOrThrow()->Put(std::move(bytes)); }
+
+ObjectBuffer GetObject(const ObjectId& id, std::optional<std::chrono::microseconds> timeout) {
+  return CoreOrThrow()->Get(id, timeout);
+}
+
+std::vector<bool> WaitObjects(const std::vector<ObjectId>& ids, int num_objects,
+                              std::optional<std::chrono::microseconds> timeout) {
+  return CoreOrThrow()->Wait(ids, num_objects, timeout);
+}
+
+void AddLocalReference(const ObjectId& id) {
+  if (auto core = Core()) core->AddLocalReference(id);
+}
+
+void RemoveLocalReference(const ObjectId& id) {
+  if (auto core = Core()) core->RemoveLocalReference(id);
+}
+
+}  // namespace internal
+}  // namespace raio

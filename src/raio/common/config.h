@@ -1,0 +1,32 @@
+// raio's tunables in one place, with units in the names. Change them here (or via the
+// environment variable named beside each, read once at start-up).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace raio::config {
+
+// Largest frame accepted on any connection; a bigger length closes the connection.
+inline constexpr uint32_t kMaxFrameBytes = 512u << 20;
+// Control RPCs (register, lease return, status) fail after this long without a reply.
+inline constexpr std::chrono::milliseconds kControlRpcTimeout{10000};
+// How long Init waits to reach a cluster's head before ClusterUnavailableError.
+inline constexpr std::chrono::milliseconds kConnectTimeout{5000};
+// An owner keeps an idle leased worker this long before returning it to the node, so a
+// loop of synchronous tasks does not pay for a new lease each time.
+inline constexpr std::chrono::milliseconds kLeaseIdleTimeout{20};
+// Concurrent lease requests an owner keeps open per resource shape.
+inline constexpr int kMaxPendingLeaseRequestsPerClass = 8;
+// Owners size the pipeline to a worker so that about this much work is queued there:
+// depth = clamp(kPipelineTarget / mean task time, 1, kMaxPipelineDepth).
+inline constexpr std::chrono::microseconds kPipelineTarget{1000};
+inline constexpr int kMaxPipelineDepth = 64;
+// How often the node reaps exited worker processes.
+inline constexpr std::chrono::milliseconds kWorkerReapInterval{100};
+// A worker that has not registered this long after its start is killed.
+inline constexpr std::chrono::milliseconds kWorkerStartTimeout{30000};
+// Share of physical RAM offered as the "memory" resource by default.
+inline constexpr double kDefaultMemoryFraction = 0.7;
+
+}  // namespace raio::config

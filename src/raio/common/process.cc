@@ -1,0 +1,57 @@
+#include "raio/common/process.h"
+
+#include <cxxabi.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+namespace raio {
+
+std::string SelfExecutablePath() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+std::string Hostname() {
+  char buf[HOST_NAME_MAX + 1] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+int DetectCpuCount() {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+int64_t DetectMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page_size = sysconf(_SC_PAGE_SIZE);
+  return (pages > 0 && page_size > 0) ? static_cast<int64_t>(pages) * page_size : 0;
+}
+
+std::string Demangle(const char* mangled) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
+                                             std::free);
+  return (status == 0 && out) ? std::string(out.get()) : std::string(mangled);
+}
+
+std::string MakeTempDir(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string templ = std::string(base && *base ? base : "/tmp") + "/raio-" + prefix + "-XXXXXX";
+  if (mkdtemp(templ.data()) == nullptr) return "";
+  return templ;
+}
+
+void RemoveTree(const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+}  // namespace raio

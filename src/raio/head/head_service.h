@@ -1,0 +1,67 @@
+// HeadService: the cluster control store. Keeps the node table (nodes register over TCP
+// and are dropped when their connection closes) and the job table (a driver's job lasts
+// as long as its connection), and answers cluster status by asking every node.
+// It is off the per-task path: tasks go owner -> leased worker.
+// Threading: all state lives on the head's EventLoop; Start/Stop from other threads.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "raio/common/event_loop.h"
+#include "raio/head.pb.h"
+#include "raio/rpc/listener.h"
+
+namespace raio::head {
+
+class HeadService {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";  // listen address; not 0.0.0.0 unless asked
+    int port = 0;                    // 0 picks a free port
+    // Called (on the head loop) when a client asks the cluster to shut down.
+    std::function<void()> on_shutdown_request;
+  };
+
+  static absl::StatusOr<std::unique_ptr<HeadService>> Create(Options options);
+  ~HeadService();
+  // Stops accepting and closes every connection. Idempotent.
+  void Stop();
+  // "host:port" clients connect to.
+  std::string address() const;
+  int port() const;
+
+ private:
+  explicit HeadService(Options options);
+  void OnAccept(std::shared_ptr<rpc::Connection> conn);
+  void OnRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                 std::string_view body);
+  void OnClose(const std::shared_ptr<rpc::Connection>& conn);
+  void HandleGetClusterStatus(const std::shared_ptr<rpc::Connection>& conn,
+                              const rpc::FrameHeader& h);
+
+  struct NodeEntry {
+    proto::RegisterNodeRequest info;
+    std::shared_ptr<rpc::Connection> conn;
+  };
+  struct JobEntry {
+    proto::JobInfo info;
+    std::shared_ptr<rpc::Connection> conn;
+  };
+
+  Options options_;
+  EventLoop loop_{"raio-head"};
+  std::unique_ptr<rpc::Listener> listener_;
+  // Loop thread only.
+  std::map<std::string, NodeEntry> nodes_;
+  std::map<uint32_t, JobEntry> jobs_;
+  std::map<rpc::Connection*, std::shared_ptr<rpc::Connection>> conns_;
+  uint32_t next_job_id_ = 1;
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace raio::head

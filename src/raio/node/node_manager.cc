@@ -1,0 +1,419 @@
+#include "raio/node/node_manager.h"
+
+#include <unistd.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "raio/common/config.h"
+#include "raio/common/logging.h"
+#include "raio/common/process.h"
+#include "raio/head.pb.h"
+#include "raio/rpc.pb.h"
+
+namespace raio::node {
+
+using ConnPtr = std::shared_ptr<rpc::Connection>;
+
+absl::StatusOr<std::unique_ptr<NodeManager>> NodeManager::Create(Options options) {
+  auto node = std::unique_ptr<NodeManager>(new NodeManager(std::move(options)));
+  absl::Status s = node->Start();
+  if (!s.ok()) {
+    node->Stop();
+    return s;
+  }
+  return node;
+}
+
+NodeManager::NodeManager(Options options)
+    : options_(std::move(options)),
+      id_(RandomId<NodeId>()),
+      socket_path_(options_.session_dir + "/node.sock"),
+      resources_(options_.total),
+      pool_(options_.session_dir, socket_path_) {
+  has_gpus_ = resources_.num_gpus() > 0;
+}
+
+NodeManager::~NodeManager() { Stop(); }
+
+absl::Status NodeManager::Start() {
+  auto listener = rpc::Listener::ListenUnix(loop_.io(), socket_path_,
+                                            [this](ConnPtr c) { OnAccept(std::move(c)); });
+  if (!listener.ok()) return listener.status();
+  listener_ = std::move(*listener);
+  auto head = rpc::ConnectTcp(loop_.io(), options_.head_address, config::kConnectTimeout);
+  if (!head.ok()) return head.status();
+  head_ = std::move(*head);
+  loop_.Start();
+  // The head asks this node for stats over the same connection.
+  head_->Start(
+      [this](const ConnPtr& c, const rpc::FrameHeader& h, std::string_view body) {
+        OnRequest(c, h, body);
+      },
+      [this](const ConnPtr&, const absl::Status& reason) {
+        if (!stopped_) RAIO_LOG_WARN("lost the head connection: {}", reason.message());
+      });
+  proto::RegisterNodeRequest reg;
+  reg.set_node_id(id_.Hex());
+  reg.set_socket_path(socket_path_);
+  reg.set_hostname(Hostname());
+  options_.total.ToProto(reg.mutable_total());
+  auto reply = rpc::CallSync(*head_, proto::REGISTER_NODE, reg, config::kControlRpcTimeout);
+  if (!reply.ok()) return reply.status();
+  loop_.Post([this] { ArmReapTimer(); });
+  RAIO_LOG_INFO("node {} up at {} with {}", id_.Hex(), socket_path_, options_.total.ToString());
+  return absl::OkStatus();
+}
+
+void NodeManager::Stop() {
+  if (stop_called_.exchange(true)) return;
+  std::promise<void> done;
+  auto fut = done.get_future();
+  loop_.Post([this, &done] {
+    stopped_ = true;
+    if (reap_timer_) reap_timer_->cancel();
+    if (listener_) listener_->Stop();
+    pool_.KillAll();
+    for (auto& [raw, entry] : peers_) entry.first->Close(absl::CancelledError("node stopping"));
+    if (head_) head_->Close(absl::CancelledError("node stopping"));
+    done.set_value();
+  });
+  // The loop may never have started (failed Create); then there is nothing to drain.
+  if (loop_.started()) fut.wait_for(std::chrono::seconds(5));
+  loop_.Stop();
+  pool_.KillAll();
+  peers_.clear();
+  drivers_.clear();
+  leases_.clear();
+  pending_.clear();
+  reap_timer_.reset();
+}
+
+void NodeManager::ArmReapTimer() {
+  if (!reap_timer_) reap_timer_ = std::make_unique<boost::asio::steady_timer>(loop_.io());
+  reap_timer_->expires_after(config::kWorkerReapInterval);
+  reap_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    for (const auto& id : pool_.Reap()) OnWorkerGone(id);
+    ArmReapTimer();
+  });
+}
+
+void NodeManager::OnAccept(ConnPtr conn) {
+  peers_[conn.get()] = {conn, Peer{}};
+  conn->Start(
+      [this](const ConnPtr& c, const rpc::FrameHeader& h, std::string_view body) {
+        OnRequest(c, h, body);
+      },
+      [this](const ConnPtr& c, const absl::Status&) { OnClose(c); });
+}
+
+void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h,
+                            std::string_view body) {
+  if (stopped_) return;
+  auto parse = [&](google::protobuf::MessageLite& m) {
+    if (m.ParseFromArray(body.data(), static_cast<int>(body.size()))) return true;
+    RAIO_LOG_WARN("malformed request (method {}) from {}", h.method, conn->peer_name());
+    if (h.kind == rpc::FrameKind::kRequest) {
+      conn->ReplyError(h, absl::InvalidArgumentError("malformed request body"));
+    }
+    return false;
+  };
+  switch (h.method) {
+    case proto::REGISTER_DRIVER: {
+      proto::RegisterDriverRequest req;
+      if (parse(req)) HandleRegisterDriver(conn, h, req);
+      return;
+    }
+    case proto::REGISTER_WORKER: {
+      proto::RegisterWorkerRequest req;
+      if (parse(req)) HandleRegisterWorker(conn, h, req);
+      return;
+    }
+    case proto::REQUEST_WORKER_LEASE: {
+      proto::RequestWorkerLeaseRequest req;
+      if (parse(req)) HandleRequestLease(conn, h, req);
+      return;
+    }
+    case proto::RETURN_WORKER_LEASE:
+    case proto::CANCEL_WORKER_LEASE: {
+      proto::LeaseIdRequest req;
+      if (!parse(req)) return;
+      HandleReturnLease(LeaseId::FromBinary(req.lease_id()), h.method == proto::CANCEL_WORKER_LEASE);
+      if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
+      return;
+    }
+    case proto::NOTIFY_BLOCKED:
+    case proto::NOTIFY_UNBLOCKED:
+      HandleBlocked(conn, h.method == proto::NOTIFY_BLOCKED);
+      return;
+    case proto::GET_NODE_STATS:
+      conn->Reply(h, BuildStats());
+      return;
+    default:
+      RAIO_LOG_WARN("unknown method {} from {}", h.method, conn->peer_name());
+      if (h.kind == rpc::FrameKind::kRequest) {
+        conn->ReplyError(h, absl::UnimplementedError(absl::StrCat("unknown method ", h.method)));
+      }
+  }
+}
+
+void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHeader& h,
+                                       const proto::RegisterDriverRequest& req) {
+  if (req.executable().empty() || ::access(req.executable().c_str(), X_OK) != 0) {
+    conn->ReplyError(h, absl::InvalidArgumentError(
+                            absl::StrCat("driver executable '", req.executable(),
+                                         "' is not executable on this node")));
+    return;
+  }
+  Peer& peer = peers_[conn.get()].second;
+  peer.kind = Peer::Kind::kDriver;
+  peer.job = req.job_id();
+  drivers_[req.job_id()] = conn;
+  pool_.AddJob(req.job_id(), JobConfig{req.executable(), req.working_dir(), req.ld_library_path()});
+  proto::RegisterDriverReply reply;
+  reply.set_node_id(id_.Hex());
+  reply.set_node_has_gpus(has_gpus_);
+  conn->Reply(h, reply);
+  // Prestart one worker so that the first task does not wait for a process start.
+  if (absl::Status s = pool_.StartWorker(req.job_id()); !s.ok()) {
+    RAIO_LOG_WARN("prestart failed: {}", s.message());
+  }
+}
+
+void NodeManager::HandleRegisterWorker(const ConnPtr& conn, const rpc::FrameHeader& h,
+                                       const proto::RegisterWorkerRequest& req) {
+  WorkerId id = WorkerId::FromBinary(req.worker_id());
+  auto worker = pool_.OnRegistered(id, req.pid(), conn, req.socket_path());
+  if (!worker.ok()) {
+    conn->ReplyError(h, worker.status());
+    return;
+  }
+  Peer& peer = peers_[conn.get()].second;
+  peer.kind = Peer::Kind::kWorker;
+  peer.job = (*worker)->job;
+  peer.worker = id;
+  proto::RegisterWorkerReply reply;
+  reply.set_node_id(id_.Hex());
+  reply.set_node_has_gpus(has_gpus_);
+  conn->Reply(h, reply);
+  ScheduleLeases();
+}
+
+std::string NodeManager::ClusterDescription() const {
+  return absl::StrCat("node ", id_.Hex(), " ", resources_.total().ToString());
+}
+
+void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader& h,
+                                     const proto::RequestWorkerLeaseRequest& req) {
+  const Peer& peer = peers_[conn.get()].second;
+  if (peer.kind == Peer::Kind::kUnknown) {
+    conn->ReplyError(h, absl::FailedPreconditionError("register as a driver or worker first"));
+    return;
+  }
+  auto demand = ResourceSet::FromProto(req.demand());
+  if (!demand.ok()) {
+    conn->ReplyError(h, demand.status());
+    return;
+  }
+  LeaseId id = LeaseId::FromBinary(req.lease_id());
+  if (leases_.count(id)) return;  // a retried request: the first one will be answered
+  if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
+    proto::RequestWorkerLeaseReply reply;
+    reply.set_result(proto::RequestWorkerLeaseReply::INFEASIBLE);
+    reply.set_message(absl::StrCat("no node can ever run a task demanding ", demand->ToString(),
+                                   " (", f.message(), "); cluster resources: ",
+                                   ClusterDescription()));
+    conn->Reply(h, reply);
+    return;
+  }
+  Lease& lease = leases_[id];
+  lease.id = id;
+  lease.job = peer.job;
+  lease.owner = conn;
+  lease.request = h;
+  lease.spec = req;
+  lease.demand = std::move(*demand);
+  pending_.push_back(id);
+  ScheduleLeases();
+}
+
+void NodeManager::ScheduleLeases() {
+  std::map<JobId, int> workers_needed;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto lit = leases_.find(*it);
+    if (lit == leases_.end()) {
+      it = pending_.erase(it);
+      continue;
+    }
+    Lease& lease = lit->second;
+    if (!lease.allocation) lease.allocation = resources_.TryAllocate(lease.demand);
+    if (!lease.allocation) {
+      ++it;
+      continue;
+    }
+    WorkerProcess* worker = pool_.PopIdle(lease.job);
+    if (worker == nullptr) {
+      ++workers_needed[lease.job];
+      ++it;
+      continue;
+    }
+    Grant(lease, *worker);
+    it = pending_.erase(it);
+  }
+  for (const auto& [job, needed] : workers_needed) {
+    if (!pool_.HasJob(job)) continue;
+    for (int i = pool_.NumStarting(job); i < needed; ++i) {
+      if (absl::Status s = pool_.StartWorker(job); !s.ok()) {
+        RAIO_LOG_ERROR("{}", s.message());
+        break;
+      }
+    }
+  }
+}
+
+void NodeManager::Grant(Lease& lease, WorkerProcess& worker) {
+  lease.granted = true;
+  lease.worker = worker.id;
+  worker.lease = lease.id;
+  proto::RequestWorkerLeaseReply reply;
+  reply.set_result(proto::RequestWorkerLeaseReply::GRANTED);
+  reply.set_worker_id(worker.id.Binary());
+  reply.set_worker_socket_path(worker.socket_path);
+  for (int gpu : lease.allocation->GpuIds()) reply.add_gpu_ids(gpu);
+  lease.owner->Reply(lease.request, reply);
+}
+
+void NodeManager::ReleaseLease(std::map<LeaseId, Lease>::iterator it) {
+  Lease& lease = it->second;
+  if (lease.allocation) resources_.Release(*lease.allocation);
+  leases_.erase(it);
+}
+
+void NodeManager::HandleReturnLease(const LeaseId& id, bool cancel) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return;  // already returned (idempotent)
+  Lease& lease = it->second;
+  if (!lease.granted) {
+    if (cancel) {
+      proto::RequestWorkerLeaseReply reply;
+      reply.set_result(proto::RequestWorkerLeaseReply::CANCELLED);
+      reply.set_message("cancelled by the owner");
+      lease.owner->Reply(lease.request, reply);
+    }
+  } else if (WorkerProcess* w = pool_.Find(lease.worker)) {
+    pool_.MakeIdle(w);
+  }
+  ReleaseLease(it);
+  ScheduleLeases();
+}
+
+void NodeManager::HandleBlocked(const ConnPtr& conn, bool blocked) {
+  const Peer& peer = peers_[conn.get()].second;
+  if (peer.kind != Peer::Kind::kWorker) return;
+  WorkerProcess* w = pool_.Find(peer.worker);
+  if (w == nullptr) return;
+  auto it = leases_.find(w->lease);
+  if (it == leases_.end() || !it->second.allocation) return;
+  if (blocked) {
+    resources_.LendCpu(*it->second.allocation);
+    ScheduleLeases();
+  } else {
+    resources_.ReclaimCpu(*it->second.allocation);
+  }
+}
+
+void NodeManager::OnWorkerGone(const WorkerId& id) {
+  WorkerProcess* w = pool_.Find(id);
+  if (w == nullptr) return;
+  LeaseId lease = w->lease;
+  pool_.Kill(id);
+  auto it = leases_.find(lease);
+  if (it != leases_.end()) ReleaseLease(it);
+  ScheduleLeases();
+}
+
+void NodeManager::OnJobEnded(JobId job) {
+  RAIO_LOG_INFO("job {} ended; ending its workers", job);
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.job == job) {
+      if (it->second.allocation) resources_.Release(*it->second.allocation);
+      it = leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  pool_.RemoveJob(job);
+  drivers_.erase(job);
+  ScheduleLeases();
+}
+
+void NodeManager::OnClose(const ConnPtr& conn) {
+  auto pit = peers_.find(conn.get());
+  if (pit == peers_.end()) return;
+  Peer peer = pit->second.second;
+  peers_.erase(pit);
+  if (stopped_) return;
+  if (peer.kind == Peer::Kind::kDriver) {
+    OnJobEnded(peer.job);
+    return;
+  }
+  // Leases this peer owned: pending ones are dropped, granted ones' workers may be
+  // running orphaned tasks and are ended.
+  std::vector<WorkerId> orphans;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.owner == conn) {
+      if (it->second.granted) orphans.push_back(it->second.worker);
+      if (it->second.allocation) resources_.Release(*it->second.allocation);
+      it = leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& w : orphans) {
+    if (WorkerProcess* p = pool_.Find(w)) p->lease = LeaseId();
+    pool_.Kill(w);
+  }
+  if (peer.kind == Peer::Kind::kWorker) OnWorkerGone(peer.worker);
+  ScheduleLeases();
+}
+
+proto::NodeStats NodeManager::BuildStats() const {
+  proto::NodeStats stats;
+  stats.set_node_id(id_.Hex());
+  stats.set_address(socket_path_);
+  resources_.total().ToProto(stats.mutable_total());
+  auto* avail = stats.mutable_available()->mutable_amounts();
+  for (const auto& [name, fixed] : resources_.total().fixed()) {
+    (*avail)[name] = resources_.available().Get(name);
+  }
+  for (const auto& [id, w] : pool_.workers()) {
+    auto* ws = stats.add_workers();
+    ws->set_worker_id(id.Binary());
+    ws->set_pid(w.pid);
+    ws->set_job_id(w.job);
+    const char* state = "idle";
+    if (w.state == WorkerProcess::State::kStarting) state = "starting";
+    if (w.state == WorkerProcess::State::kLeased) {
+      state = "leased";
+      auto it = leases_.find(w.lease);
+      if (it != leases_.end() && it->second.allocation && it->second.allocation->cpu_lent) {
+        state = "blocked";
+      }
+    }
+    ws->set_state(state);
+  }
+  for (const auto& id : pending_) {
+    auto it = leases_.find(id);
+    if (it == leases_.end()) continue;
+    auto* p = stats.add_pending_leases();
+    it->second.demand.ToProto(p->mutable_demand());
+    p->set_backlog(it->second.spec.backlog());
+    p->set_function_name(it->second.spec.function_name());
+    p->set_job_id(it->second.job);
+  }
+  return stats;
+}
+
+}  // namespace raio::node

@@ -1,0 +1,183 @@
+#include "raio/node/worker_pool/worker_pool.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "raio/common/config.h"
+#include "raio/common/logging.h"
+
+extern char** environ;
+
+namespace raio::node {
+
+WorkerPool::WorkerPool(std::string session_dir, std::string node_socket_path)
+    : session_dir_(std::move(session_dir)), node_socket_path_(std::move(node_socket_path)) {}
+
+WorkerPool::~WorkerPool() { KillAll(); }
+
+void WorkerPool::AddJob(JobId job, JobConfig config) { jobs_[job] = std::move(config); }
+
+absl::Status WorkerPool::StartWorker(JobId job) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("unknown job ", job));
+  const JobConfig& cfg = it->second;
+  WorkerId id = RandomId<WorkerId>();
+
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view kv(*e);
+    if (kv.starts_with("RAIO_") && !kv.starts_with("RAIO_LOG_LEVEL=")) continue;
+    if (kv.starts_with("LD_LIBRARY_PATH=") && !cfg.ld_library_path.empty()) continue;
+    env.emplace_back(kv);
+  }
+  env.push_back("RAIO_WORKER_MODE=1");
+  env.push_back("RAIO_NODE_SOCKET=" + node_socket_path_);
+  env.push_back("RAIO_WORKER_ID=" + id.Hex());
+  env.push_back(absl::StrCat("RAIO_JOB_ID=", job));
+  env.push_back("RAIO_SESSION_DIR=" + session_dir_);
+  if (!cfg.ld_library_path.empty()) env.push_back("LD_LIBRARY_PATH=" + cfg.ld_library_path);
+  std::vector<char*> envp;
+  for (auto& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string exe = cfg.executable;
+  std::vector<char*> argv{exe.data(), nullptr};
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!cfg.working_dir.empty()) {
+    posix_spawn_file_actions_addchdir_np(&actions, cfg.working_dir.c_str());
+  }
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // Workers get default signal dispositions and an empty mask, whatever the parent had.
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, exe.c_str(), &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot start worker '", exe, "': ", std::strerror(rc)));
+  }
+  WorkerProcess& w = workers_[id];
+  w.id = id;
+  w.pid = pid;
+  w.job = job;
+  w.state = WorkerProcess::State::kStarting;
+  w.started = std::chrono::steady_clock::now();
+  RAIO_LOG_DEBUG("started worker {} pid {} for job {}", id.Hex(), pid, job);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WorkerProcess*> WorkerPool::OnRegistered(const WorkerId& id, pid_t pid,
+                                                        std::shared_ptr<rpc::Connection> conn,
+                                                        std::string socket_path) {
+  auto it = workers_.find(id);
+  if (it == workers_.end() || it->second.state != WorkerProcess::State::kStarting) {
+    return absl::NotFoundError("no worker with this id is starting on this node");
+  }
+  WorkerProcess& w = it->second;
+  if (w.pid != pid) RAIO_LOG_WARN("worker {} registered with pid {}, spawned as {}", id.Hex(), pid, w.pid);
+  w.conn = std::move(conn);
+  w.socket_path = std::move(socket_path);
+  w.state = WorkerProcess::State::kIdle;
+  return &w;
+}
+
+WorkerProcess* WorkerPool::PopIdle(JobId job) {
+  for (auto& [id, w] : workers_) {
+    if (w.job == job && w.state == WorkerProcess::State::kIdle) {
+      w.state = WorkerProcess::State::kLeased;
+      return &w;
+    }
+  }
+  return nullptr;
+}
+
+void WorkerPool::MakeIdle(WorkerProcess* worker) {
+  worker->state = WorkerProcess::State::kIdle;
+  worker->lease = LeaseId();
+}
+
+int WorkerPool::NumStarting(JobId job) const {
+  int n = 0;
+  for (const auto& [id, w] : workers_) {
+    if (w.job == job && w.state == WorkerProcess::State::kStarting) ++n;
+  }
+  return n;
+}
+
+WorkerProcess* WorkerPool::Find(const WorkerId& id) {
+  auto it = workers_.find(id);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+WorkerProcess* WorkerPool::FindByConn(const rpc::Connection* conn) {
+  for (auto& [id, w] : workers_) {
+    if (w.conn.get() == conn) return &w;
+  }
+  return nullptr;
+}
+
+void WorkerPool::Kill(const WorkerId& id) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return;
+  if (it->second.pid > 0) {
+    ::kill(it->second.pid, SIGKILL);
+    zombies_.push_back(it->second.pid);
+  }
+  if (it->second.conn) it->second.conn->Close(absl::CancelledError("worker killed"));
+  workers_.erase(it);
+}
+
+void WorkerPool::RemoveJob(JobId job) {
+  std::vector<WorkerId> ids;
+  for (const auto& [id, w] : workers_) {
+    if (w.job == job) ids.push_back(id);
+  }
+  for (const auto& id : ids) Kill(id);
+  jobs_.erase(job);
+}
+
+void WorkerPool::KillAll() {
+  std::vector<WorkerId> ids;
+  for (const auto& [id, w] : workers_) ids.push_back(id);
+  for (const auto& id : ids) Kill(id);
+  for (pid_t pid : zombies_) ::waitpid(pid, nullptr, 0);
+  zombies_.clear();
+}
+
+std::vector<WorkerId> WorkerPool::Reap() {
+  std::vector<WorkerId> gone;
+  auto now = std::chrono::steady_clock::now();
+  for (auto& [id, w] : workers_) {
+    int status = 0;
+    pid_t r = ::waitpid(w.pid, &status, WNOHANG);
+    if (r == w.pid) {
+      RAIO_LOG_INFO("worker {} (pid {}) exited with status {}", id.Hex(), w.pid, status);
+      w.pid = -1;
+      gone.push_back(id);
+    } else if (w.state == WorkerProcess::State::kStarting &&
+               now - w.started > config::kWorkerStartTimeout) {
+      RAIO_LOG_WARN("worker {} did not register in time; killing it", id.Hex());
+      gone.push_back(id);
+    }
+  }
+  for (auto it = zombies_.begin(); it != zombies_.end();) {
+    pid_t r = ::waitpid(*it, nullptr, WNOHANG);
+    it = (r == *it || r < 0) ? zombies_.erase(it) : it + 1;
+  }
+  return gone;
+}
+
+}  // namespace raio::node

@@ -1,0 +1,75 @@
+// WorkerPool: the worker processes of one node. Starts a job's executable in worker
+// mode, tracks each process from start to registration to exit, keeps idle workers for
+// reuse by later leases of the same job, and ends a job's workers when the job ends.
+// Threading: not thread-safe; lives on the node daemon's loop.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "raio/common/ids.h"
+#include "raio/rpc/connection.h"
+
+namespace raio::node {
+
+struct JobConfig {
+  std::string executable;
+  std::string working_dir;
+  std::string ld_library_path;
+};
+
+struct WorkerProcess {
+  enum class State { kStarting, kIdle, kLeased };
+  WorkerId id;
+  pid_t pid = -1;
+  JobId job = 0;
+  State state = State::kStarting;
+  std::chrono::steady_clock::time_point started;
+  std::shared_ptr<rpc::Connection> conn;  // set at registration
+  std::string socket_path;
+  LeaseId lease;                          // when leased
+};
+
+class WorkerPool {
+ public:
+  WorkerPool(std::string session_dir, std::string node_socket_path);
+  ~WorkerPool();
+
+  void AddJob(JobId job, JobConfig config);
+  bool HasJob(JobId job) const { return jobs_.count(job) > 0; }
+  // Starts one worker process for `job`. Error if the job is unknown or spawn fails.
+  absl::Status StartWorker(JobId job);
+  // Marks a started worker registered. Error if no such starting worker.
+  absl::StatusOr<WorkerProcess*> OnRegistered(const WorkerId& id, pid_t pid,
+                                              std::shared_ptr<rpc::Connection> conn,
+                                              std::string socket_path);
+  // An idle registered worker of `job`, marked leased, or nullptr.
+  WorkerProcess* PopIdle(JobId job);
+  void MakeIdle(WorkerProcess* worker);
+  int NumStarting(JobId job) const;
+  WorkerProcess* Find(const WorkerId& id);
+  WorkerProcess* FindByConn(const rpc::Connection* conn);
+  // Kills (SIGKILL) and forgets a worker. Its exit is reaped later.
+  void Kill(const WorkerId& id);
+  // Kills every worker of a job and forgets the job.
+  void RemoveJob(JobId job);
+  void KillAll();
+  // Reaps exited processes; returns workers that exited or overstayed their start.
+  std::vector<WorkerId> Reap();
+  const std::map<WorkerId, WorkerProcess>& workers() const { return workers_; }
+
+ private:
+  std::string session_dir_;
+  std::string node_socket_path_;
+  std::map<JobId, JobConfig> jobs_;
+  std::map<WorkerId, WorkerProcess> workers_;
+  std::vector<pid_t> zombies_;  // killed, not yet reaped
+};
+
+}  // namespace raio::node

@@ -1,0 +1,285 @@
+#include "raio/rpc/connection.h"
+
+#include <google/protobuf/message_lite.h>
+#include <sys/socket.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <cerrno>
+
+#include "raio/common.pb.h"
+#include "raio/common/config.h"
+#include "raio/common/logging.h"
+
+namespace raio::rpc {
+
+namespace {
+constexpr std::size_t kReadChunk = 64 * 1024;
+}
+
+std::shared_ptr<Connection> Connection::Create(Socket socket, std::string peer_name) {
+  return std::shared_ptr<Connection>(new Connection(std::move(socket), std::move(peer_name)));
+}
+
+Connection::Connection(Socket socket, std::string peer_name)
+    : io_(static_cast<boost::asio::io_context&>(socket.get_executor().context())),
+      socket_(std::move(socket)),
+      peer_name_(std::move(peer_name)) {}
+
+Connection::~Connection() = default;
+
+void Connection::Start(RequestHandler on_request, CloseHandler on_close) {
+  on_request_ = std::move(on_request);
+  on_close_ = std::move(on_close);
+  read_buf_.resize(kReadChunk);
+  boost::asio::post(io_, [self = shared_from_this()] { self->ReadMore(); });
+}
+
+void Connection::AppendFrameLocked(FrameKind kind, uint32_t method, uint64_t request_id,
+                                   const google::protobuf::MessageLite* message) {
+  std::size_t body = message ? message->ByteSizeLong() : 0;
+  std::size_t at = out_.size();
+  out_.resize(at + kFrameHeaderBytes + body);
+  FrameHeader h{kind, method, request_id, static_cast<uint32_t>(body)};
+  EncodeFrameHeader(h, out_.data() + at);
+  if (message) {
+    message->SerializeWithCachedSizesToArray(
+        reinterpret_cast<uint8_t*>(out_.data() + at + kFrameHeaderBytes));
+  }
+}
+
+void Connection::KickWriteLocked() {
+  if (writing_ || out_.empty()) return;
+  if (io_.get_executor().running_in_this_thread()) {
+    // Coalesce: everything sent while this loop iteration runs goes out in one write.
+    if (!flush_posted_) {
+      flush_posted_ = true;
+      boost::asio::post(io_, [self = shared_from_this()] { self->Flush(); });
+    }
+    return;
+  }
+  // Another thread with nothing queued: write directly, skipping a thread hop.
+  ssize_t n = ::send(socket_.native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n > 0) out_.erase(0, static_cast<std::size_t>(n));
+  if (out_.empty()) return;
+  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    // Let the loop thread notice the failure through its own write.
+  }
+  writing_ = true;
+  boost::asio::post(io_, [self = shared_from_this()] { self->WriteLoop(); });
+}
+
+void Connection::Flush() {
+  {
+    absl::MutexLock lock(&mu_);
+    flush_posted_ = false;
+    if (writing_ || out_.empty() || closed_) return;
+    writing_ = true;
+  }
+  WriteLoop();
+}
+
+void Connection::WriteLoop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    if (out_.empty()) {
+      writing_ = false;
+      return;
+    }
+    write_buf_.clear();
+    write_buf_.swap(out_);
+  }
+  boost::asio::async_write(socket_, boost::asio::buffer(write_buf_),
+                           [self = shared_from_this()](const boost::system::error_code& ec,
+                                                       std::size_t) {
+                             if (ec) {
+                               self->Close(absl::UnavailableError("write failed: " + ec.message()));
+                               return;
+                             }
+                             self->WriteLoop();
+                           });
+}
+
+void Connection::Call(uint32_t method, const google::protobuf::MessageLite& request,
+                      ReplyCallback callback, std::optional<std::chrono::milliseconds> timeout) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) {
+    boost::asio::post(io_, [cb = std::move(callback), peer = peer_name_] {
+      cb(absl::UnavailableError("connection to " + peer + " is closed"));
+    });
+    return;
+  }
+  uint64_t id = next_request_id_++;
+  PendingCall& call = pending_[id];
+  call.callback = std::move(callback);
+  if (timeout) {
+    call.timer = std::make_unique<boost::asio::steady_timer>(io_);
+    call.timer->expires_after(*timeout);
+    call.timer->async_wait([self = shared_from_this(), id](const boost::system::error_code& ec) {
+      if (ec) return;  // cancelled: the reply came
+      ReplyCallback cb;
+      {
+        absl::MutexLock lock(&self->mu_);
+        auto it = self->pending_.find(id);
+        if (it == self->pending_.end()) return;
+        cb = std::move(it->second.callback);
+        self->pending_.erase(it);
+      }
+      cb(absl::DeadlineExceededError("no reply from " + self->peer_name_ + " in time"));
+    });
+  }
+  AppendFrameLocked(FrameKind::kRequest, method, id, &request);
+  KickWriteLocked();
+}
+
+void Connection::SendOneWay(uint32_t method, const google::protobuf::MessageLite& message) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return;
+  AppendFrameLocked(FrameKind::kOneWay, method, 0, &message);
+  KickWriteLocked();
+}
+
+void Connection::Reply(const FrameHeader& request, const google::protobuf::MessageLite& reply) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return;
+  AppendFrameLocked(FrameKind::kReply, request.method, request.request_id, &reply);
+  KickWriteLocked();
+}
+
+void Connection::ReplyError(const FrameHeader& request, const absl::Status& status) {
+  proto::RpcStatus s;
+  s.set_code(static_cast<int32_t>(status.code()));
+  s.set_message(std::string(status.message()));
+  absl::MutexLock lock(&mu_);
+  if (closed_) return;
+  AppendFrameLocked(FrameKind::kError, request.method, request.request_id, &s);
+  KickWriteLocked();
+}
+
+bool Connection::closed() const {
+  absl::MutexLock lock(&mu_);
+  return closed_;
+}
+
+void Connection::Close(const absl::Status& reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    boost::system::error_code ignored;
+    socket_.shutdown(boost::asio::socket_base::shutdown_both, ignored);
+  }
+  boost::asio::post(io_, [self = shared_from_this(), reason] { self->FinishClose(reason); });
+}
+
+void Connection::FinishClose(const absl::Status& reason) {
+  if (close_handled_) return;
+  close_handled_ = true;
+  std::unordered_map<uint64_t, PendingCall> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    pending.swap(pending_);
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+  }
+  for (auto& [id, call] : pending) {
+    if (call.timer) call.timer->cancel();
+    call.callback(absl::UnavailableError("connection to " + peer_name_ +
+                                         " closed: " + std::string(reason.message())));
+  }
+  if (on_close_) on_close_(shared_from_this(), reason);
+  on_request_ = nullptr;
+  on_close_ = nullptr;
+}
+
+void Connection::ReadMore() {
+  if (read_end_ == read_buf_.size()) {
+    // Make room: move the partial frame to the front, grow if it does not fit.
+    if (read_begin_ > 0) {
+      std::memmove(read_buf_.data(), read_buf_.data() + read_begin_, read_end_ - read_begin_);
+      read_end_ -= read_begin_;
+      read_begin_ = 0;
+    }
+    if (read_end_ == read_buf_.size()) read_buf_.resize(read_buf_.size() * 2);
+  }
+  socket_.async_read_some(
+      boost::asio::buffer(read_buf_.data() + read_end_, read_buf_.size() - read_end_),
+      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+        self->OnRead(ec, n);
+      });
+}
+
+void Connection::OnRead(const boost::system::error_code& ec, std::size_t n) {
+  if (ec) {
+    Close(ec == boost::asio::error::eof ? absl::UnavailableError("peer closed the connection")
+                                        : absl::UnavailableError("read failed: " + ec.message()));
+    FinishClose(absl::UnavailableError("peer closed the connection"));
+    return;
+  }
+  read_end_ += n;
+  while (read_end_ - read_begin_ >= kFrameHeaderBytes) {
+    FrameHeader h;
+    absl::Status s = DecodeFrameHeader(read_buf_.data() + read_begin_, config::kMaxFrameBytes, &h);
+    if (!s.ok()) {
+      RAIO_LOG_WARN("closing connection to {}: {}", peer_name_, s.message());
+      Close(s);
+      return;
+    }
+    std::size_t total = kFrameHeaderBytes + h.body_bytes;
+    if (read_end_ - read_begin_ < total) {
+      if (read_buf_.size() - read_begin_ < total) {
+        // Frame larger than the buffer: compact and grow so it fits whole.
+        std::memmove(read_buf_.data(), read_buf_.data() + read_begin_, read_end_ - read_begin_);
+        read_end_ -= read_begin_;
+        read_begin_ = 0;
+        read_buf_.resize(std::max(total, read_buf_.size() * 2));
+      }
+      break;
+    }
+    std::string_view body(read_buf_.data() + read_begin_ + kFrameHeaderBytes, h.body_bytes);
+    read_begin_ += total;
+    Dispatch(h, body);
+    if (close_handled_) return;
+  }
+  if (read_begin_ == read_end_) read_begin_ = read_end_ = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+  }
+  ReadMore();
+}
+
+void Connection::Dispatch(const FrameHeader& h, std::string_view body) {
+  switch (h.kind) {
+    case FrameKind::kReply:
+    case FrameKind::kError: {
+      PendingCall call;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = pending_.find(h.request_id);
+        if (it == pending_.end()) return;  // timed out earlier
+        call = std::move(it->second);
+        pending_.erase(it);
+      }
+      if (call.timer) call.timer->cancel();
+      if (h.kind == FrameKind::kReply) {
+        call.callback(body);
+      } else {
+        proto::RpcStatus s;
+        if (!s.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+          call.callback(absl::InternalError("malformed error reply from " + peer_name_));
+        } else {
+          call.callback(absl::Status(static_cast<absl::StatusCode>(s.code()), s.message()));
+        }
+      }
+      return;
+    }
+    case FrameKind::kRequest:
+    case FrameKind::kOneWay:
+      if (on_request_) on_request_(shared_from_this(), h, body);
+      return;
+  }
+}
+
+}  // namespace raio::rpc

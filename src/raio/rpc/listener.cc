@@ -1,0 +1,171 @@
+#include "raio/rpc/listener.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <future>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "raio/common/logging.h"
+
+namespace raio::rpc {
+
+namespace asio = boost::asio;
+using GenericProtocol = asio::generic::stream_protocol;
+
+namespace {
+Socket ToGeneric(asio::io_context& io, int family, int protocol, int fd) {
+  return Socket(io, GenericProtocol(family, protocol), fd);
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Listener>> Listener::ListenUnix(asio::io_context& io,
+                                                               const std::string& path,
+                                                               AcceptHandler on_accept) {
+  auto l = std::unique_ptr<Listener>(new Listener(io, std::move(on_accept)));
+  ::unlink(path.c_str());
+  boost::system::error_code ec;
+  l->unix_ = std::make_unique<asio::local::stream_protocol::acceptor>(io);
+  asio::local::stream_protocol::endpoint ep(path);
+  l->unix_->open(ep.protocol(), ec);
+  if (!ec) l->unix_->bind(ep, ec);
+  if (!ec) l->unix_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot listen on ", path, ": ", ec.message()));
+  l->path_ = path;
+  asio::post(io, [raw = l.get()] { raw->AcceptUnix(); });
+  return l;
+}
+
+absl::StatusOr<std::unique_ptr<Listener>> Listener::ListenTcp(asio::io_context& io,
+                                                              const std::string& host, int port,
+                                                              AcceptHandler on_accept) {
+  auto l = std::unique_ptr<Listener>(new Listener(io, std::move(on_accept)));
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("bad listen address '", host, "'"));
+  asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(port));
+  l->tcp_ = std::make_unique<asio::ip::tcp::acceptor>(io);
+  l->tcp_->open(ep.protocol(), ec);
+  if (!ec) l->tcp_->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) l->tcp_->bind(ep, ec);
+  if (!ec) l->tcp_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", host, ":", port, ": ", ec.message()));
+  }
+  l->port_ = l->tcp_->local_endpoint().port();
+  asio::post(io, [raw = l.get()] { raw->AcceptTcp(); });
+  return l;
+}
+
+Listener::~Listener() { Stop(); }
+
+void Listener::Stop() {
+  boost::system::error_code ec;
+  if (unix_) unix_->close(ec);
+  if (tcp_) tcp_->close(ec);
+  if (!path_.empty()) ::unlink(path_.c_str());
+  path_.clear();
+}
+
+void Listener::AcceptUnix() {
+  unix_->async_accept([this](const boost::system::error_code& ec,
+                             asio::local::stream_protocol::socket s) {
+    if (ec == asio::error::operation_aborted || !unix_->is_open()) return;
+    if (!ec) {
+      int fd = s.release();
+      on_accept_(Connection::Create(ToGeneric(io_, AF_UNIX, 0, fd), "unix peer"));
+    }
+    AcceptUnix();
+  });
+}
+
+void Listener::AcceptTcp() {
+  tcp_->async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket s) {
+    if (ec == asio::error::operation_aborted || !tcp_->is_open()) return;
+    if (!ec) {
+      boost::system::error_code ignored;
+      s.set_option(asio::ip::tcp::no_delay(true), ignored);
+      std::string peer = "tcp peer";
+      auto ep = s.remote_endpoint(ignored);
+      if (!ignored) peer = absl::StrCat(ep.address().to_string(), ":", ep.port());
+      int family = ep.address().is_v6() ? AF_INET6 : AF_INET;
+      int fd = s.release();
+      on_accept_(Connection::Create(ToGeneric(io_, family, IPPROTO_TCP, fd), peer));
+    }
+    AcceptTcp();
+  });
+}
+
+absl::StatusOr<std::shared_ptr<Connection>> ConnectUnix(asio::io_context& io,
+                                                        const std::string& path) {
+  asio::local::stream_protocol::socket s(io);
+  boost::system::error_code ec;
+  s.connect(asio::local::stream_protocol::endpoint(path), ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot connect to ", path, ": ", ec.message()));
+  int fd = s.release();
+  return Connection::Create(ToGeneric(io, AF_UNIX, 0, fd), path);
+}
+
+absl::StatusOr<std::shared_ptr<Connection>> ConnectTcp(asio::io_context& io,
+                                                       const std::string& address,
+                                                       std::chrono::milliseconds timeout) {
+  auto colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad cluster address '", address, "': expected host:port"));
+  }
+  std::string host = address.substr(0, colon);
+  boost::system::error_code ec;
+  asio::ip::tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, std::to_string(port), ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot resolve '", host, "': ", ec.message()));
+  asio::ip::tcp::socket s(io);
+  for (const auto& r : results) {
+    s.open(r.endpoint().protocol(), ec);
+    if (ec) continue;
+    // SO_SNDTIMEO bounds a blocking connect() on Linux.
+    timeval tv{static_cast<time_t>(timeout.count() / 1000),
+               static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+    ::setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    s.connect(r.endpoint(), ec);
+    if (!ec) break;
+    s.close();
+  }
+  if (ec || !s.is_open()) {
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", address, ": ",
+                                               ec ? ec.message() : "no address"));
+  }
+  timeval zero{0, 0};
+  ::setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof(zero));
+  s.set_option(asio::ip::tcp::no_delay(true), ec);
+  int family = s.local_endpoint(ec).address().is_v6() ? AF_INET6 : AF_INET;
+  int fd = s.release();
+  return Connection::Create(ToGeneric(io, family, IPPROTO_TCP, fd), address);
+}
+
+absl::StatusOr<std::string> CallSync(Connection& conn, uint32_t method,
+                                     const google::protobuf::MessageLite& request,
+                                     std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
+  auto future = promise->get_future();
+  conn.Call(
+      method, request,
+      [promise](const absl::StatusOr<std::string_view>& r) {
+        if (r.ok()) {
+          promise->set_value(std::string(*r));
+        } else {
+          promise->set_value(r.status());
+        }
+      },
+      timeout);
+  return future.get();
+}
+
+}  // namespace raio::rpc

@@ -1,0 +1,64 @@
+// Listener: accepts connections on a Unix socket path or a TCP endpoint and hands each
+// one, as a started-later Connection, to the owner's accept handler.
+// Also: blocking connect helpers and a blocking call for non-loop threads.
+// Threading: accepts run on the given io_context's loop thread; Stop() from that thread
+// or after the loop stopped.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "raio/rpc/connection.h"
+
+namespace raio::rpc {
+
+class Listener {
+ public:
+  using AcceptHandler = std::function<void(std::shared_ptr<Connection>)>;
+
+  // Binds a Unix socket at `path` (an old file there is removed).
+  static absl::StatusOr<std::unique_ptr<Listener>> ListenUnix(boost::asio::io_context& io,
+                                                               const std::string& path,
+                                                               AcceptHandler on_accept);
+  // Binds TCP on host:port (port 0 picks a free one; see port()).
+  static absl::StatusOr<std::unique_ptr<Listener>> ListenTcp(boost::asio::io_context& io,
+                                                              const std::string& host, int port,
+                                                              AcceptHandler on_accept);
+  ~Listener();
+  void Stop();
+  int port() const { return port_; }
+
+ private:
+  Listener(boost::asio::io_context& io, AcceptHandler on_accept) : io_(io), on_accept_(on_accept) {}
+  void AcceptUnix();
+  void AcceptTcp();
+
+  boost::asio::io_context& io_;
+  AcceptHandler on_accept_;
+  std::unique_ptr<boost::asio::local::stream_protocol::acceptor> unix_;
+  std::unique_ptr<boost::asio::ip::tcp::acceptor> tcp_;
+  std::string path_;
+  int port_ = 0;
+};
+
+// Connects to a Unix socket; the connection's callbacks run on `io`'s loop.
+absl::StatusOr<std::shared_ptr<Connection>> ConnectUnix(boost::asio::io_context& io,
+                                                        const std::string& path);
+// Connects to "host:port" over TCP within `timeout`.
+absl::StatusOr<std::shared_ptr<Connection>> ConnectTcp(boost::asio::io_context& io,
+                                                       const std::string& address,
+                                                       std::chrono::milliseconds timeout);
+
+// Sends a request and blocks the calling thread for the reply body. Must not be called
+// on the connection's loop thread.
+absl::StatusOr<std::string> CallSync(Connection& conn, uint32_t method,
+                                     const google::protobuf::MessageLite& request,
+                                     std::chrono::milliseconds timeout);
+
+}  // namespace raio::rpc

@@ -1,0 +1,187 @@
+#include "raio/worker/core_worker.h"
+
+#include "absl/strings/str_cat.h"
+#include "raio/common/logging.h"
+#include "raio/common/resources.h"
+#include "raio/errors.h"
+#include "raio/node.pb.h"
+#include "raio/rpc.pb.h"
+
+namespace raio::worker {
+
+namespace {
+thread_local bool tls_executing_task = false;
+}
+
+void CoreWorker::SetExecutingTask(bool executing) { tls_executing_task = executing; }
+
+CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Connection> node)
+    : options_(std::move(options)),
+      loop_(loop),
+      node_(node),
+      submitter_(mu_, ready_cv_, objects_, loop, node, options_.node_id_hex,
+                 options_.node_has_gpus) {}
+
+CoreWorker::~CoreWorker() { Shutdown(); }
+
+void CoreWorker::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  submitter_.Shutdown();
+  ready_cv_.SignalAll();
+}
+
+void CoreWorker::OnNodeLost(const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  node_lost_ = why;
+  submitter_.FailAll("the node daemon is gone: " + why);
+  ready_cv_.SignalAll();
+}
+
+ObjectId CoreWorker::SubmitTask(const std::string& function_name,
+                                std::vector<internal::TaskArg> args,
+                                const internal::TaskOptions& options) {
+  auto demand = ResourceSet::FromMap(options.resources);
+  if (!demand.ok()) {
+    throw InvalidUsageError(absl::StrCat("invalid resources for ", function_name, ": ",
+                                         demand.status().message()));
+  }
+  if (options.max_retries < 0) {
+    throw InvalidUsageError("SetMaxRetries: the count must be >= 0");
+  }
+  auto task = std::make_unique<TaskEntry>();
+  proto::TaskSpec* spec = task->request.mutable_spec();
+  spec->set_function_name(function_name);
+  spec->set_name(options.name);
+  task->retries_left = options.max_retries;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    proto::TaskArg* a = spec->add_args();
+    if (args[i].kind == internal::TaskArg::Kind::kValue) {
+      a->set_value(std::move(args[i].value));
+    } else {
+      task->ref_args.emplace_back(static_cast<int>(i), std::move(args[i].refs));
+      task->ref_arg_is_list.push_back(args[i].kind == internal::TaskArg::Kind::kObjectRefList);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) throw InvalidUsageError("raio is shut down");
+  if (!node_lost_.empty()) throw ClusterUnavailableError("the node daemon is gone: " + node_lost_);
+  TaskId task_id = MakeTaskId(options_.worker_id, next_task_seq_++);
+  spec->set_task_id(task_id.Binary());
+  task->return_id = MakeObjectId(task_id, 1);
+  ObjectId id = task->return_id;
+  objects_.Create(id, /*local_refs=*/1);
+  submitter_.Submit(std::move(task), *demand);
+  return id;
+}
+
+ObjectId CoreWorker::Put(std::string bytes) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) throw InvalidUsageError("raio is shut down");
+  TaskId pseudo = MakeTaskId(options_.worker_id, next_task_seq_++);
+  ObjectId id = MakeObjectId(pseudo, 0x80000000u);
+  objects_.Create(id, /*local_refs=*/1);
+  objects_.SetValue(id, std::make_shared<const std::string>(std::move(bytes)));
+  return id;
+}
+
+void CoreWorker::NotifyBlocked(bool blocked) {
+  proto::NotifyBlockedRequest req;
+  req.set_worker_id(options_.worker_id.Binary());
+  node_->SendOneWay(blocked ? proto::NOTIFY_BLOCKED : proto::NOTIFY_UNBLOCKED, req);
+}
+
+internal::ObjectBuffer CoreWorker::Get(const ObjectId& id,
+                                       std::optional<std::chrono::microseconds> timeout) {
+  if (id.IsNil()) throw ObjectLostError("Get on a nil ObjectRef");
+  absl::Time deadline = timeout ? absl::Now() + absl::FromChrono(*timeout) : absl::InfiniteFuture();
+  bool blocked = false;
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    if (shut_down_) throw InvalidUsageError("raio is shut down");
+    ObjectEntry* e = objects_.Find(id);
+    if (e == nullptr) {
+      throw ObjectLostError(absl::StrCat("object ", id.Hex(),
+                                         " is not owned by this process or was already freed"));
+    }
+    if (e->ready) {
+      if (blocked) NotifyBlocked(false);
+      if (e->error) ThrowError(*e->error, id);
+      return e->value;
+    }
+    if (!blocked && tls_executing_task && !options_.is_driver) {
+      blocked = true;
+      NotifyBlocked(true);
+    }
+    if (ready_cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline) {
+      if (blocked) NotifyBlocked(false);
+      throw GetTimeoutError(absl::StrCat("object ", id.Hex(), " was not ready within ",
+                                         timeout ? timeout->count() : 0,
+                                         " us; the task keeps running"));
+    }
+  }
+}
+
+std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_objects,
+                                   std::optional<std::chrono::microseconds> timeout) {
+  absl::Time deadline = timeout ? absl::Now() + absl::FromChrono(*timeout) : absl::InfiniteFuture();
+  std::vector<bool> ready(ids.size(), false);
+  bool blocked = false;
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    if (shut_down_) throw InvalidUsageError("raio is shut down");
+    int n = 0;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      ObjectEntry* e = objects_.Find(ids[i]);
+      // An unknown object can never become ready here: count it as ready (Get reports it).
+      ready[i] = (e == nullptr) || e->ready;
+      n += ready[i] ? 1 : 0;
+    }
+    if (n >= num_objects) break;
+    if (!blocked && tls_executing_task && !options_.is_driver) {
+      blocked = true;
+      NotifyBlocked(true);
+    }
+    if (ready_cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline) break;
+  }
+  if (blocked) NotifyBlocked(false);
+  return ready;
+}
+
+void CoreWorker::AddLocalReference(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  objects_.AddLocalRef(id);
+}
+
+void CoreWorker::RemoveLocalReference(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  objects_.RemoveLocalRef(id);
+}
+
+std::size_t CoreWorker::NumOwnedObjects() {
+  absl::MutexLock lock(&mu_);
+  return objects_.size();
+}
+
+void CoreWorker::ThrowError(const proto::ErrorInfo& e, const ObjectId& id) {
+  switch (e.type()) {
+    case proto::TASK_ERROR:
+      throw TaskError(e.exception_type(), e.message(), e.function_name(), e.node_id());
+    case proto::WORKER_CRASHED:
+      throw WorkerCrashedError(e.message());
+    case proto::UNSCHEDULABLE:
+      throw UnschedulableError(e.message());
+    case proto::FUNCTION_NOT_FOUND:
+      throw RemoteFunctionNotFoundError(e.message());
+    case proto::SERIALIZATION:
+      throw SerializationError(e.message());
+    case proto::NODE_DIED:
+      throw ClusterUnavailableError(e.message());
+    default:
+      throw ObjectLostError(absl::StrCat("object ", id.Hex(), ": ", e.message()));
+  }
+}
+
+}  // namespace raio::worker

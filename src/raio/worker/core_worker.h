@@ -1,0 +1,81 @@
+// CoreWorker: the library inside every driver and worker process. It owns the objects
+// this process created (ObjectTable), submits tasks through the TaskSubmitter, and
+// serves Get/Wait/Put and ObjectRef reference counting for the user API.
+//
+// Threading: one mutex guards the object table and the submitter; user threads call in
+// directly, and replies are handled on the CoreWorker's own EventLoop. Get/Wait block the
+// calling thread on a condition variable. A task's thread that blocks in Get tells the
+// node (NOTIFY_BLOCKED), which lends its CPUs to other tasks until it resumes, so nested
+// tasks cannot deadlock a full node.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "raio/common/event_loop.h"
+#include "raio/common/ids.h"
+#include "raio/internal/runtime.h"
+#include "raio/rpc/connection.h"
+#include "raio/worker/object_table.h"
+#include "raio/worker/task_submitter.h"
+
+namespace raio::worker {
+
+class CoreWorker {
+ public:
+  struct Options {
+    WorkerId worker_id;
+    bool is_driver = true;
+    std::string node_id_hex;
+    bool node_has_gpus = false;
+  };
+
+  // `loop` must outlive the CoreWorker; `node` is a started connection on that loop.
+  CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Connection> node);
+  ~CoreWorker();
+
+  // See include/raio/internal/runtime.h for contracts; errors are thrown as raio::
+  // exceptions.
+  ObjectId SubmitTask(const std::string& function_name, std::vector<internal::TaskArg> args,
+                      const internal::TaskOptions& options);
+  ObjectId Put(std::string bytes);
+  internal::ObjectBuffer Get(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
+  std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
+                         std::optional<std::chrono::microseconds> timeout);
+  void AddLocalReference(const ObjectId& id);
+  void RemoveLocalReference(const ObjectId& id);
+
+  // The node connection closed: fail everything pending; later calls throw.
+  void OnNodeLost(const std::string& why);
+  // Stops submitting, closes worker connections. Idempotent.
+  void Shutdown();
+
+  // Marks the calling thread as running a task (worker executor), so a blocking Get
+  // lends the task's CPUs back to the node.
+  static void SetExecutingTask(bool executing);
+
+  std::size_t NumOwnedObjects();
+  const Options& options() const { return options_; }
+
+ private:
+  void NotifyBlocked(bool blocked);
+  [[noreturn]] void ThrowError(const proto::ErrorInfo& error, const ObjectId& id);
+
+  Options options_;
+  EventLoop& loop_;
+  std::shared_ptr<rpc::Connection> node_;
+  absl::Mutex mu_;
+  absl::CondVar ready_cv_;
+  ObjectTable objects_ ABSL_GUARDED_BY(mu_);
+  TaskSubmitter submitter_;
+  uint64_t next_task_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  std::string node_lost_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace raio::worker

@@ -1,0 +1,83 @@
+#include "raio/worker/function_registry.h"
+
+#include <map>
+#include <mutex>
+
+#include "raio/remote.h"
+
+namespace raio::worker {
+namespace {
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, RegisteredFunction> by_name;
+  std::map<const void*, std::string> by_key;
+};
+Registry& GetRegistry() {
+  static Registry* r = new Registry();  // never destroyed: used during static init/exit
+  return *r;
+}
+}  // namespace
+
+const RegisteredFunction* FindFunctionByName(const std::string& name) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.by_name.find(name);
+  return it == r.by_name.end() ? nullptr : &it->second;
+}
+
+}  // namespace raio::worker
+
+namespace raio::internal {
+
+void RegisterFunctionWithInvoker(const std::string& name, const void* key,
+                                 std::string (*invoker)(const void*,
+                                                        const std::vector<std::string_view>&)) {
+  auto& r = worker::GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.by_name.count(name)) return;
+  r.by_name[name] = worker::RegisteredFunction{name, key, invoker};
+  r.by_key[key] = name;
+}
+
+const std::string* FindFunctionName(const void* key) {
+  auto& r = worker::GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.by_key.find(key);
+  return it == r.by_key.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> SplitMacroList(std::string_view text) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::string cur;
+  for (char c : text) {
+    if (c == '(' || c == '<') ++depth;
+    if (c == ')' || c == '>') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    cur.push_back(c);
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::string FunctionNameFromMacroText(std::string_view text) {
+  std::string s;
+  for (char c : text) {
+    if (c != ' ' && c != '\t' && c != '\n') s.push_back(c);
+  }
+  if (!s.empty() && s[0] == '&') s.erase(0, 1);
+  constexpr std::string_view kFunc = "RAIO_FUNC(";
+  if (s.rfind(kFunc, 0) == 0 && s.back() == ')') {
+    std::string inner = s.substr(kFunc.size(), s.size() - kFunc.size() - 1);
+    auto comma = inner.find(',');
+    if (comma == std::string::npos) return inner + "()";
+    return inner.substr(0, comma) + "(" + inner.substr(comma + 1) + ")";
+  }
+  return s;
+}
+
+}  // namespace raio::internal

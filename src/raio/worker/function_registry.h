@@ -1,0 +1,24 @@
+// FunctionRegistry: remote functions registered by RAIO_REMOTE in this executable,
+// by name (for the executor) and by address (for raio::Task).
+// Threading: registration happens during static initialization; lookups afterwards are
+// read-only and thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace raio::worker {
+
+using InvokerFn = std::string (*)(const void* key, const std::vector<std::string_view>& args);
+
+struct RegisteredFunction {
+  std::string name;
+  const void* key = nullptr;
+  InvokerFn invoker = nullptr;
+};
+
+// nullptr when no function has that name.
+const RegisteredFunction* FindFunctionByName(const std::string& name);
+
+}  // namespace raio::worker

@@ -1,0 +1,368 @@
+#include "raio/worker/task_submitter.h"
+
+#include <boost/asio/steady_timer.hpp>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "raio/common/config.h"
+#include "raio/common/logging.h"
+#include "raio/node.pb.h"
+#include "raio/rpc.pb.h"
+#include "raio/rpc/listener.h"
+
+namespace raio::worker {
+
+std::shared_ptr<const proto::ErrorInfo> MakeError(proto::ErrorType type, std::string message,
+                                                  std::string function_name,
+                                                  std::string node_id) {
+  auto e = std::make_shared<proto::ErrorInfo>();
+  e->set_type(type);
+  e->set_message(std::move(message));
+  e->set_function_name(std::move(function_name));
+  e->set_node_id(std::move(node_id));
+  return e;
+}
+
+namespace {
+// msgpack array header for n elements.
+void AppendArrayHeader(std::string* out, uint32_t n) {
+  if (n < 16) {
+    out->push_back(static_cast<char>(0x90 | n));
+  } else if (n <= 0xffff) {
+    out->push_back(static_cast<char>(0xdc));
+    out->push_back(static_cast<char>(n >> 8));
+    out->push_back(static_cast<char>(n & 0xff));
+  } else {
+    out->push_back(static_cast<char>(0xdd));
+    for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>((n >> shift) & 0xff));
+  }
+}
+}  // namespace
+
+TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv, ObjectTable& objects,
+                             EventLoop& loop, std::shared_ptr<rpc::Connection> node,
+                             std::string node_id_hex, bool node_has_gpus)
+    : mu_(mu),
+      ready_cv_(ready_cv),
+      objects_(objects),
+      loop_(loop),
+      node_(std::move(node)),
+      node_id_hex_(std::move(node_id_hex)),
+      node_has_gpus_(node_has_gpus) {}
+
+TaskSubmitter::~TaskSubmitter() = default;
+
+void TaskSubmitter::Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& demand) {
+  std::string key = demand.Key();
+  auto& cls = classes_[key];
+  if (!cls) {
+    cls = std::make_unique<SchedulingClass>();
+    cls->demand = demand;
+  }
+  TaskEntry* t = task.get();
+  t->cls = cls.get();
+  tasks_[t] = std::move(task);
+  // Count unresolved ObjectRef arguments and hold them until resolved.
+  for (const auto& [index, ids] : t->ref_args) {
+    for (const auto& id : ids) {
+      ObjectEntry* e = objects_.Find(id);
+      if (e == nullptr) continue;  // reported by TryResolve
+      objects_.AddTaskArgRef(id);
+      t->arg_refs.push_back(id);
+      if (!e->ready) {
+        e->dependents.push_back(t);
+        ++t->unresolved;
+      }
+    }
+  }
+  if (t->unresolved == 0 && TryResolve(t)) Enqueue(t);
+}
+
+void TaskSubmitter::OnDependenciesReady(std::vector<TaskEntry*> tasks) {
+  for (TaskEntry* t : tasks) {
+    if (tasks_.count(t) == 0) continue;
+    if (--t->unresolved == 0 && TryResolve(t)) Enqueue(t);
+  }
+}
+
+bool TaskSubmitter::TryResolve(TaskEntry* t) {
+  auto* args = t->request.mutable_spec()->mutable_args();
+  for (std::size_t k = 0; k < t->ref_args.size(); ++k) {
+    const auto& [index, ids] = t->ref_args[k];
+    std::string value;
+    if (t->ref_arg_is_list[k]) AppendArrayHeader(&value, static_cast<uint32_t>(ids.size()));
+    for (const auto& id : ids) {
+      ObjectEntry* e = objects_.Find(id);
+      std::shared_ptr<const proto::ErrorInfo> err;
+      if (e == nullptr) {
+        err = MakeError(proto::OBJECT_LOST,
+                        absl::StrCat("argument object ", id.Hex(), " is not owned by this process "
+                                     "or was already freed"),
+                        t->request.spec().function_name());
+      } else if (e->error) {
+        err = e->error;
+      }
+      if (err) {
+        Complete(t, nullptr, err);
+        return false;
+      }
+      value.append(*e->value);
+    }
+    (*args)[index].set_value(std::move(value));
+  }
+  // Values are inlined now; the argument objects no longer need to stay alive for us.
+  for (const auto& id : t->arg_refs) objects_.RemoveTaskArgRef(id);
+  t->arg_refs.clear();
+  t->ref_args.clear();
+  t->ref_arg_is_list.clear();
+  return true;
+}
+
+void TaskSubmitter::Enqueue(TaskEntry* t) {
+  if (shut_down_) return;
+  t->cls->queue.push_back(t);
+  Dispatch(t->cls);
+}
+
+void TaskSubmitter::Dispatch(SchedulingClass* cls) {
+  int depth = 1;
+  if (cls->mean_exec_us >= 0) {
+    double d = static_cast<double>(config::kPipelineTarget.count()) /
+               std::max(cls->mean_exec_us, 1.0);
+    depth = static_cast<int>(std::clamp(d, 1.0, static_cast<double>(config::kMaxPipelineDepth)));
+  }
+  // Fill the least-loaded leases first so that work spreads over workers.
+  while (!cls->queue.empty()) {
+    std::shared_ptr<LeaseState> best;
+    for (auto& [id, lease] : cls->leases) {
+      if (lease->dead || lease->in_flight >= depth) continue;
+      if (!best || lease->in_flight < best->in_flight) best = lease;
+    }
+    if (!best) break;
+    TaskEntry* t = cls->queue.front();
+    cls->queue.pop_front();
+    PushTask(cls, best, t);
+  }
+  if (!cls->queue.empty()) {
+    std::size_t wanted = std::min<std::size_t>(cls->queue.size(), config::kMaxPendingLeaseRequestsPerClass);
+    std::size_t open = cls->pending_requests.size() - cls->cancelling.size();
+    for (std::size_t i = open; i < wanted; ++i) RequestLease(cls);
+  } else {
+    // Nothing left to run: stop asking for workers, and let idle leases go after a while.
+    for (const auto& id : cls->pending_requests) {
+      if (cls->cancelling.insert(id).second) {
+        proto::LeaseIdRequest req;
+        req.set_lease_id(id.Binary());
+        node_->Call(proto::CANCEL_WORKER_LEASE, req, [](const absl::StatusOr<std::string_view>&) {},
+                    config::kControlRpcTimeout);
+      }
+    }
+    if (loop_.InLoopThread()) {
+      for (auto& [id, lease] : cls->leases) {
+        if (lease->in_flight == 0 && !lease->dead) ArmIdleTimer(cls, lease);
+      }
+    }
+  }
+}
+
+void TaskSubmitter::PushTask(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease,
+                             TaskEntry* t) {
+  ++lease->in_flight;
+  auto* gpus = t->request.mutable_gpu_ids();
+  gpus->Clear();
+  for (int g : lease->gpu_ids) gpus->Add(g);
+  t->request.set_node_has_gpus(node_has_gpus_);
+  lease->conn->Call(proto::PUSH_TASK, t->request,
+                    [this, t, lease](const absl::StatusOr<std::string_view>& reply) {
+                      OnPushReply(t, lease, reply);
+                    });
+  (void)cls;
+}
+
+void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>& lease,
+                                const absl::StatusOr<std::string_view>& reply) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_ || tasks_.count(t) == 0) return;
+  --lease->in_flight;
+  SchedulingClass* cls = t->cls;
+  if (!reply.ok()) {
+    // The worker is gone (crash, kill, exit): retry elsewhere or fail.
+    if (!lease->dead) {
+      lease->dead = true;
+      cls->leases.erase(lease->id);
+      worker_conns_.erase(lease->worker);
+    }
+    const std::string& fn = t->request.spec().function_name();
+    if (t->retries_left > 0) {
+      --t->retries_left;
+      t->request.mutable_spec()->set_attempt(t->request.spec().attempt() + 1);
+      RAIO_LOG_INFO("worker {} died running {}; retrying (attempt {})", lease->worker.Hex(), fn,
+                    t->request.spec().attempt());
+      cls->queue.push_front(t);
+    } else {
+      Complete(t, nullptr,
+               MakeError(proto::WORKER_CRASHED,
+                         absl::StrCat("the worker process running ", fn, " died (",
+                                      reply.status().message(), ") and its ",
+                                      t->request.spec().attempt(), " retries ran out"),
+                         fn, node_id_hex_));
+    }
+    Dispatch(cls);
+    return;
+  }
+  proto::PushTaskReply r;
+  if (!r.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
+    Complete(t, nullptr, MakeError(proto::SERIALIZATION, "malformed reply from worker",
+                                   t->request.spec().function_name(), node_id_hex_));
+  } else {
+    double us = static_cast<double>(r.exec_duration_us());
+    cls->mean_exec_us = cls->mean_exec_us < 0 ? us : 0.8 * cls->mean_exec_us + 0.2 * us;
+    if (r.has_error()) {
+      Complete(t, nullptr, std::make_shared<proto::ErrorInfo>(std::move(*r.mutable_error())));
+    } else {
+      Complete(t, std::make_shared<const std::string>(std::move(*r.mutable_return_value())),
+               nullptr);
+    }
+  }
+  Dispatch(cls);
+}
+
+void TaskSubmitter::Complete(TaskEntry* t, internal::ObjectBuffer value,
+                             std::shared_ptr<const proto::ErrorInfo> error) {
+  ObjectId id = t->return_id;
+  for (const auto& ref : t->arg_refs) objects_.RemoveTaskArgRef(ref);
+  tasks_.erase(t);  // frees t
+  std::vector<TaskEntry*> dependents =
+      error ? objects_.SetError(id, std::move(error)) : objects_.SetValue(id, std::move(value));
+  ready_cv_.SignalAll();
+  if (!dependents.empty()) OnDependenciesReady(std::move(dependents));
+}
+
+void TaskSubmitter::RequestLease(SchedulingClass* cls) {
+  LeaseId id = RandomId<LeaseId>();
+  cls->pending_requests.insert(id);
+  proto::RequestWorkerLeaseRequest req;
+  req.set_lease_id(id.Binary());
+  cls->demand.ToProto(req.mutable_demand());
+  req.set_backlog(static_cast<uint32_t>(cls->queue.size()));
+  if (!cls->queue.empty()) req.set_function_name(cls->queue.front()->request.spec().function_name());
+  node_->Call(proto::REQUEST_WORKER_LEASE, req,
+              [this, cls, id](const absl::StatusOr<std::string_view>& reply) {
+                OnLeaseReply(cls, id, reply);
+              });
+}
+
+void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
+                                 const absl::StatusOr<std::string_view>& reply) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  cls->pending_requests.erase(id);
+  cls->cancelling.erase(id);
+  proto::RequestWorkerLeaseReply r;
+  if (!reply.ok() || !r.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
+    std::string why = reply.ok() ? "malformed lease reply" : std::string(reply.status().message());
+    FailQueued(cls, proto::NODE_DIED, "cannot lease a worker from the node daemon: " + why);
+    return;
+  }
+  switch (r.result()) {
+    case proto::RequestWorkerLeaseReply::INFEASIBLE:
+      FailQueued(cls, proto::UNSCHEDULABLE, r.message());
+      return;
+    case proto::RequestWorkerLeaseReply::CANCELLED:
+      if (!cls->queue.empty()) Dispatch(cls);
+      return;
+    default:
+      break;
+  }
+  WorkerId worker = WorkerId::FromBinary(r.worker_id());
+  auto lease = std::make_shared<LeaseState>();
+  lease->id = id;
+  lease->worker = worker;
+  for (int g : r.gpu_ids()) lease->gpu_ids.push_back(g);
+  auto conn = WorkerConnection(worker, r.worker_socket_path());
+  if (!conn.ok()) {
+    RAIO_LOG_WARN("cannot reach leased worker: {}", conn.status().message());
+    proto::LeaseIdRequest ret;
+    ret.set_lease_id(id.Binary());
+    node_->Call(proto::RETURN_WORKER_LEASE, ret, [](const absl::StatusOr<std::string_view>&) {},
+                config::kControlRpcTimeout);
+    Dispatch(cls);
+    return;
+  }
+  lease->conn = *conn;
+  cls->leases[id] = lease;
+  Dispatch(cls);
+  if (lease->in_flight == 0) ArmIdleTimer(cls, lease);
+}
+
+absl::StatusOr<std::shared_ptr<rpc::Connection>> TaskSubmitter::WorkerConnection(
+    const WorkerId& worker, const std::string& path) {
+  auto it = worker_conns_.find(worker);
+  if (it != worker_conns_.end() && !it->second->closed()) return it->second;
+  auto conn = rpc::ConnectUnix(loop_.io(), path);
+  if (!conn.ok()) return conn.status();
+  (*conn)->Start(nullptr, nullptr);
+  worker_conns_[worker] = *conn;
+  return *conn;
+}
+
+void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease) {
+  lease->idle_since = std::chrono::steady_clock::now();
+  if (lease->timer_armed) return;
+  lease->timer_armed = true;
+  if (!lease->idle_timer) lease->idle_timer = std::make_unique<boost::asio::steady_timer>(loop_.io());
+  lease->idle_timer->expires_after(config::kLeaseIdleTimeout);
+  lease->idle_timer->async_wait([this, cls, lease](const boost::system::error_code& ec) {
+    if (ec) return;
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    lease->timer_armed = false;
+    if (lease->dead || lease->in_flight > 0 || !cls->queue.empty()) return;
+    auto idle_for = std::chrono::steady_clock::now() - lease->idle_since;
+    if (idle_for < config::kLeaseIdleTimeout) {
+      ArmIdleTimer(cls, lease);  // used again meanwhile; wait a full period from then
+      lease->idle_since = std::chrono::steady_clock::now() - idle_for;
+      return;
+    }
+    ReturnLease(cls, lease);
+  });
+}
+
+void TaskSubmitter::ReturnLease(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease) {
+  lease->dead = true;
+  cls->leases.erase(lease->id);
+  proto::LeaseIdRequest req;
+  req.set_lease_id(lease->id.Binary());
+  node_->Call(proto::RETURN_WORKER_LEASE, req, [](const absl::StatusOr<std::string_view>&) {},
+              config::kControlRpcTimeout);
+}
+
+void TaskSubmitter::FailQueued(SchedulingClass* cls, proto::ErrorType type,
+                               const std::string& message) {
+  std::deque<TaskEntry*> queue;
+  queue.swap(cls->queue);
+  for (TaskEntry* t : queue) {
+    std::string fn = t->request.spec().function_name();
+    Complete(t, nullptr, MakeError(type, message, fn, node_id_hex_));
+  }
+}
+
+void TaskSubmitter::FailAll(const std::string& why) {
+  for (auto& [key, cls] : classes_) FailQueued(cls.get(), proto::NODE_DIED, why);
+  std::vector<TaskEntry*> rest;
+  for (auto& [raw, t] : tasks_) rest.push_back(raw);
+  for (TaskEntry* t : rest) {
+    if (tasks_.count(t) == 0) continue;
+    std::string fn = t->request.spec().function_name();
+    Complete(t, nullptr, MakeError(proto::NODE_DIED, why, fn, node_id_hex_));
+  }
+}
+
+void TaskSubmitter::Shutdown() {
+  shut_down_ = true;
+  for (auto& [id, conn] : worker_conns_) conn->Close(absl::CancelledError("owner shutting down"));
+  worker_conns_.clear();
+  // Idle timers are dropped with the owner's loop; their handlers check shut_down_.
+}
+
+}  // namespace raio::worker

@@ -1,0 +1,124 @@
+// TaskSubmitter: the owner side of normal tasks (Ray's NormalTaskSubmitter). Resolves
+// ObjectRef arguments, queues ready tasks per scheduling class (resource shape), leases
+// workers for each class from the node daemon, pushes tasks straight to leased workers
+// with a pipeline sized to the measured task time, retries tasks whose worker died,
+// and returns idle leases after config::kLeaseIdleTimeout.
+// Threading: every method except the constructor must be called with the CoreWorker's
+// mutex held (`mu`). Replies arrive on the CoreWorker's loop thread, which takes it.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "raio/common/event_loop.h"
+#include "raio/common/ids.h"
+#include "raio/common/resources.h"
+#include "raio/rpc/connection.h"
+#include "raio/task.pb.h"
+#include "raio/worker/object_table.h"
+
+namespace raio::worker {
+
+struct LeaseState;
+struct SchedulingClass;
+
+struct TaskEntry {
+  proto::PushTaskRequest request;  // spec with resolved args; gpu ids set per push
+  ObjectId return_id;
+  SchedulingClass* cls = nullptr;
+  int retries_left = 0;
+  int unresolved = 0;                   // ObjectRef args not yet ready
+  std::vector<ObjectId> arg_refs;       // held as task-arg references until resolved
+  std::vector<std::pair<int, std::vector<ObjectId>>> ref_args;  // arg index -> ids
+  std::vector<bool> ref_arg_is_list;
+};
+
+struct LeaseState {
+  LeaseId id;
+  WorkerId worker;
+  std::shared_ptr<rpc::Connection> conn;
+  std::vector<int> gpu_ids;
+  int in_flight = 0;
+  bool dead = false;
+  bool timer_armed = false;
+  std::chrono::steady_clock::time_point idle_since;
+  std::unique_ptr<boost::asio::steady_timer> idle_timer;
+};
+
+struct SchedulingClass {
+  ResourceSet demand;
+  std::deque<TaskEntry*> queue;
+  std::map<LeaseId, std::shared_ptr<LeaseState>> leases;
+  std::set<LeaseId> pending_requests;
+  std::set<LeaseId> cancelling;
+  double mean_exec_us = -1;  // exponential moving average; -1 until measured
+};
+
+class TaskSubmitter {
+ public:
+  TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv, ObjectTable& objects, EventLoop& loop,
+                std::shared_ptr<rpc::Connection> node, std::string node_id_hex,
+                bool node_has_gpus);
+  ~TaskSubmitter();
+
+  // Takes ownership of a task whose return object already exists in the table.
+  void Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& demand)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Called when `objects` became ready: resolves waiting tasks.
+  void OnDependenciesReady(std::vector<TaskEntry*> tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails every queued task (the node is gone or we are shutting down).
+  void FailAll(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes worker connections and forgets every lease (node returns them on our close).
+  void Shutdown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::size_t num_pending_tasks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return tasks_.size();
+  }
+
+ private:
+  bool TryResolve(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Enqueue(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Dispatch(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushTask(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease, TaskEntry* task)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequestLease(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
+                    const absl::StatusOr<std::string_view>& reply);
+  void OnPushReply(TaskEntry* task, const std::shared_ptr<LeaseState>& lease,
+                   const absl::StatusOr<std::string_view>& reply);
+  void ReturnLease(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores the task's result or error, wakes waiters, resolves dependents, frees the entry.
+  void Complete(TaskEntry* task, internal::ObjectBuffer value,
+                std::shared_ptr<const proto::ErrorInfo> error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailQueued(SchedulingClass* cls, proto::ErrorType type, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::shared_ptr<rpc::Connection>> WorkerConnection(const WorkerId& worker,
+                                                                     const std::string& path)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex& mu_;
+  absl::CondVar& ready_cv_;
+  ObjectTable& objects_;
+  EventLoop& loop_;
+  std::shared_ptr<rpc::Connection> node_;
+  const std::string node_id_hex_;
+  const bool node_has_gpus_;
+  std::map<std::string, std::unique_ptr<SchedulingClass>> classes_ ABSL_GUARDED_BY(mu_);
+  std::map<TaskEntry*, std::unique_ptr<TaskEntry>> tasks_ ABSL_GUARDED_BY(mu_);
+  std::map<WorkerId, std::shared_ptr<rpc::Connection>> worker_conns_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Builds an ErrorInfo.
+std::shared_ptr<const proto::ErrorInfo> MakeError(proto::ErrorType type, std::string message,
+                                                  std::string function_name = "",
+                                                  std::string node_id = "");
+
+}  // namespace raio::worker
