@@ -1,0 +1,615 @@
+// raio_bench: microbenchmarks of the task and object paths on the embedded cluster (or on
+// RAIO_ADDRESS when it is set).
+//
+//   build-release/bench/raio_bench [--quick] [--no-json] [--startup-runs=N]
+//
+// Measures
+//   - sync no-op tasks: submit one, Get it, repeat (median / p99 round trip, tasks/s);
+//   - async no-op tasks: submit 10,000, then Get all, a few rounds (best / median tasks/s);
+//   - small Put then Get of an int (calls/s, median latency);
+//   - embedded cluster start to first result, and Shutdown time: this binary re-runs
+//     itself with RAIO_BENCH_STARTUP=1 (Init + one task + Get + Shutdown) several times.
+// Prints a table with targets and writes the same figures as JSON to
+// bench/results/<UTC timestamp>.json in the source tree (git-ignored).
+//
+// The cluster runs tasks by re-executing this binary as its workers, so raio::Init is the
+// first call in main (in a worker it never returns). Timing is plain std::chrono; a
+// watchdog ends the run with a clear message if a phase hangs.
+#include <raio/raio.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+void Noop() {}
+
+// Used by the sanity check only: results must come back right, from worker processes.
+int Echo(int x) { return x; }
+long WorkerPid() { return static_cast<long>(::getpid()); }
+
+RAIO_REMOTE(Noop, Echo, WorkerPid);
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kStartupEnv[] = "RAIO_BENCH_STARTUP";
+constexpr char kStartupLinePrefix[] = "RAIO_BENCH_STARTUP_RESULT";
+
+double MicrosSince(Clock::time_point t0, Clock::time_point t1) {
+  return std::chrono::duration<double, std::micro>(t1 - t0).count();
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  // Nearest-rank percentile.
+  std::size_t rank = static_cast<std::size_t>(std::ceil(p / 100.0 * v.size()));
+  rank = std::clamp<std::size_t>(rank, 1, v.size());
+  return v[rank - 1];
+}
+
+double Median(const std::vector<double>& v) { return Percentile(v, 50); }
+
+// ---------------------------------------------------------------------------------------
+// Startup child: Init + one task + Get + Shutdown, printed as one line for the parent.
+
+int RunStartupChild(Clock::time_point t0) {
+  raio::Task(Noop).Remote().Get();
+  Clock::time_point t_first = Clock::now();
+  raio::Shutdown();
+  Clock::time_point t_down = Clock::now();
+  std::printf("%s start_to_first_result_ms=%.3f shutdown_ms=%.3f\n", kStartupLinePrefix,
+              MicrosSince(t0, t_first) / 1000.0, MicrosSince(t_first, t_down) / 1000.0);
+  std::fflush(stdout);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Options and the watchdog.
+
+struct Options {
+  bool quick = false;
+  bool write_json = true;
+  int startup_runs = 5;
+};
+
+void PrintUsage(const char* argv0) {
+  std::printf(
+      "usage: %s [--quick] [--no-json] [--startup-runs=N]\n"
+      "  --quick           shorter run (fewer samples and rounds), a few seconds\n"
+      "  --no-json         do not write bench/results/<timestamp>.json\n"
+      "  --startup-runs=N  child processes for start-to-first-result (default 5, quick 3)\n",
+      argv0);
+}
+
+std::optional<Options> ParseOptions(int argc, char** argv) {
+  Options o;
+  bool runs_set = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") {
+      o.quick = true;
+    } else if (a == "--no-json") {
+      o.write_json = false;
+    } else if (a.rfind("--startup-runs=", 0) == 0) {
+      o.startup_runs = std::max(1, std::atoi(a.c_str() + std::strlen("--startup-runs=")));
+      runs_set = true;
+    } else if (a == "--help" || a == "-h") {
+      PrintUsage(argv[0]);
+      std::exit(0);
+    } else {
+      std::fprintf(stderr, "unknown flag: %s\n", a.c_str());
+      PrintUsage(argv[0]);
+      return std::nullopt;
+    }
+  }
+  if (o.quick && !runs_set) o.startup_runs = 3;
+  return o;
+}
+
+// Ends the process if one phase runs past its deadline (a hang in the runtime), naming
+// the phase, so that `make bench` never blocks forever.
+class Watchdog {
+ public:
+  Watchdog() : thread_([this] { Loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void Enter(const std::string& phase, std::chrono::seconds limit) {
+    std::lock_guard<std::mutex> lock(mu_);
+    phase_ = phase;
+    deadline_ = Clock::now() + limit;
+    cv_.notify_all();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      if (deadline_ && Clock::now() >= *deadline_) {
+        std::fprintf(stderr, "\nraio_bench: phase '%s' did not finish in time (hang?); exiting\n",
+                     phase_.c_str());
+        std::fflush(stderr);
+        std::_Exit(3);
+      }
+      cv_.wait_for(lock, std::chrono::milliseconds(200));
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::string phase_;
+  std::optional<Clock::time_point> deadline_;
+  std::thread thread_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Results.
+
+struct Row {
+  std::string benchmark;
+  double value = 0;
+  std::string unit;
+  // "<= 50", ">= 100000", or empty for no target.
+  std::string target_text;
+  std::optional<bool> pass;  // nullopt: no target
+  nlohmann::json detail = nlohmann::json::object();
+};
+
+Row Make(std::string name, double value, std::string unit) {
+  Row r;
+  r.benchmark = std::move(name);
+  r.value = value;
+  r.unit = std::move(unit);
+  return r;
+}
+
+Row AtMost(Row r, double target) {
+  std::ostringstream s;
+  s << "<= " << target;
+  r.target_text = s.str();
+  r.pass = std::isfinite(r.value) && r.value <= target;
+  return r;
+}
+
+Row AtLeast(Row r, double target) {
+  std::ostringstream s;
+  s << ">= " << target;
+  r.target_text = s.str();
+  r.pass = std::isfinite(r.value) && r.value >= target;
+  return r;
+}
+
+std::string FormatValue(double v) {
+  if (!std::isfinite(v)) return "n/a";
+  std::ostringstream s;
+  if (v >= 1000) {
+    s << std::fixed << std::setprecision(0) << v;
+  } else if (v >= 10) {
+    s << std::fixed << std::setprecision(1) << v;
+  } else {
+    s << std::fixed << std::setprecision(2) << v;
+  }
+  return s.str();
+}
+
+void PrintTable(const std::vector<Row>& rows) {
+  std::size_t w0 = std::strlen("benchmark");
+  for (const auto& r : rows) w0 = std::max(w0, r.benchmark.size());
+  auto line = [&](const std::string& a, const std::string& b, const std::string& c,
+                  const std::string& d, const std::string& e) {
+    std::printf("%-*s  %12s  %-8s  %-12s  %s\n", static_cast<int>(w0), a.c_str(), b.c_str(),
+                c.c_str(), d.c_str(), e.c_str());
+  };
+  std::printf("\n");
+  line("benchmark", "result", "unit", "target", "flag");
+  line(std::string(w0, '-'), std::string(12, '-'), std::string(8, '-'), std::string(12, '-'),
+       "----");
+  for (const auto& r : rows) {
+    line(r.benchmark, FormatValue(r.value), r.unit, r.target_text.empty() ? "-" : r.target_text,
+         !r.pass ? "-" : (*r.pass ? "pass" : "MISS"));
+  }
+  std::printf("\n");
+}
+
+// ---------------------------------------------------------------------------------------
+// Benchmarks. Each takes the driver to be initialized.
+
+// Not a benchmark: checks that tasks really run in worker processes and return the right
+// values, so that a fast but broken path cannot pass. Throws on a wrong result.
+std::vector<Row> SanityCheck(const Options& /*opt*/, Watchdog& wd) {
+  wd.Enter("sanity check", std::chrono::seconds(60));
+  constexpr int kN = 2000;
+  std::vector<raio::ObjectRef<int>> refs;
+  refs.reserve(kN);
+  for (int i = 0; i < kN; ++i) refs.push_back(raio::Task(Echo).Remote(i));
+  std::vector<int> values = raio::Get(refs);
+  for (int i = 0; i < kN; ++i) {
+    if (values[i] != i) {
+      throw std::runtime_error("Echo(" + std::to_string(i) + ") returned " +
+                               std::to_string(values[i]));
+    }
+  }
+  const long pid = raio::Task(WorkerPid).Remote().Get();
+  if (pid == static_cast<long>(::getpid())) {
+    throw std::runtime_error("a task ran in the driver process, not in a worker");
+  }
+  return {};
+}
+
+std::vector<Row> BenchSync(const Options& opt, Watchdog& wd) {
+  const int warmup = opt.quick ? 200 : 1000;
+  const int max_samples = opt.quick ? 5000 : 100000;
+  const auto budget = opt.quick ? std::chrono::seconds(1) : std::chrono::seconds(5);
+
+  wd.Enter("sync warm-up", std::chrono::seconds(60));
+  for (int i = 0; i < warmup; ++i) raio::Task(Noop).Remote().Get();
+
+  wd.Enter("sync no-op round trips", std::chrono::seconds(60));
+  std::vector<double> us;
+  us.reserve(max_samples);
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point stop = start + budget;
+  Clock::time_point last = start;
+  while (static_cast<int>(us.size()) < max_samples && last < stop) {
+    Clock::time_point t0 = Clock::now();
+    raio::Task(Noop).Remote().Get();
+    last = Clock::now();
+    us.push_back(MicrosSince(t0, last));
+  }
+  const double total_s = MicrosSince(start, last) / 1e6;
+  const double rate = us.size() / total_s;
+  nlohmann::json d = {{"samples", us.size()},
+                      {"warmup", warmup},
+                      {"min_us", Percentile(us, 0)},
+                      {"p90_us", Percentile(us, 90)},
+                      {"max_us", Percentile(us, 100)},
+                      {"total_s", total_s}};
+  Row med = AtMost(Make("sync no-op round trip (median)", Median(us), "us"), 50);
+  med.detail = d;
+  Row p99 = Make("sync no-op round trip (p99)", Percentile(us, 99), "us");
+  p99.detail = d;
+  Row tput = Make("sync no-op throughput", rate, "tasks/s");
+  tput.detail = d;
+  return {med, p99, tput};
+}
+
+std::vector<Row> BenchAsync(const Options& opt, Watchdog& wd) {
+  constexpr int kBatch = 10000;
+  const int rounds = opt.quick ? 3 : 10;
+  // Stop early (after at least one round) when the runtime is slow, to bound run time.
+  const auto budget = opt.quick ? std::chrono::seconds(8) : std::chrono::seconds(25);
+
+  // Warm-up: a small batch, so that workers are up.
+  wd.Enter("async warm-up", std::chrono::seconds(60));
+  {
+    std::vector<raio::ObjectRef<void>> refs;
+    for (int i = 0; i < 1000; ++i) refs.push_back(raio::Task(Noop).Remote());
+    for (const auto& r : refs) r.Get();
+  }
+
+  std::vector<double> rates;
+  std::vector<double> submit_rates;
+  const Clock::time_point begin = Clock::now();
+  for (int round = 0; round < rounds; ++round) {
+    if (round > 0 && Clock::now() - begin > budget) break;
+    wd.Enter("async round " + std::to_string(round + 1) + " (10,000 tasks)",
+             std::chrono::seconds(90));
+    std::vector<raio::ObjectRef<void>> refs;
+    refs.reserve(kBatch);
+    Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < kBatch; ++i) refs.push_back(raio::Task(Noop).Remote());
+    Clock::time_point t_submitted = Clock::now();
+    for (const auto& r : refs) r.Get();
+    Clock::time_point t1 = Clock::now();
+    rates.push_back(kBatch / (MicrosSince(t0, t1) / 1e6));
+    submit_rates.push_back(kBatch / (MicrosSince(t0, t_submitted) / 1e6));
+    // Freeing 10,000 refs is part of the runtime's work too, but not of this figure.
+    wd.Enter("async round " + std::to_string(round + 1) + " release refs",
+             std::chrono::seconds(60));
+    refs.clear();
+  }
+  nlohmann::json d = {{"batch", kBatch},
+                      {"rounds", rates.size()},
+                      {"tasks_per_s_each_round", rates},
+                      {"submit_only_tasks_per_s_each_round", submit_rates}};
+  Row best = AtLeast(
+      Make("async no-op, 10k batch (best)", *std::max_element(rates.begin(), rates.end()),
+           "tasks/s"),
+      100000);
+  best.detail = d;
+  Row med = AtLeast(Make("async no-op, 10k batch (median)", Median(rates), "tasks/s"), 100000);
+  med.detail = d;
+  return {best, med};
+}
+
+std::vector<Row> BenchPutGet(const Options& opt, Watchdog& wd) {
+  const int warmup = opt.quick ? 500 : 2000;
+  const int max_samples = opt.quick ? 5000 : 50000;
+  const auto budget = opt.quick ? std::chrono::seconds(1) : std::chrono::seconds(4);
+
+  wd.Enter("put/get warm-up", std::chrono::seconds(60));
+  for (int i = 0; i < warmup; ++i) {
+    if (raio::Put(i).Get() != i) {
+      throw std::runtime_error("Put/Get returned a wrong value during warm-up");
+    }
+  }
+  wd.Enter("put/get small int", std::chrono::seconds(60));
+  std::vector<double> us;
+  us.reserve(max_samples);
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point stop = start + budget;
+  Clock::time_point last = start;
+  int wrong = 0;
+  for (int i = 0; static_cast<int>(us.size()) < max_samples && last < stop; ++i) {
+    Clock::time_point t0 = Clock::now();
+    int v = raio::Put(i).Get();
+    last = Clock::now();
+    if (v != i) ++wrong;
+    us.push_back(MicrosSince(t0, last));
+  }
+  if (wrong > 0) {
+    std::fprintf(stderr, "raio_bench: Put/Get returned %d wrong values\n", wrong);
+  }
+  const double total_s = MicrosSince(start, last) / 1e6;
+  nlohmann::json d = {{"samples", us.size()},
+                      {"wrong_values", wrong},
+                      {"p99_us", Percentile(us, 99)},
+                      {"max_us", Percentile(us, 100)},
+                      {"total_s", total_s}};
+  Row rate = Make("put+get small int", us.size() / total_s, "calls/s");
+  rate.detail = d;
+  Row lat = Make("put+get small int (median)", Median(us), "us");
+  lat.detail = d;
+  return {rate, lat};
+}
+
+std::string SelfExe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+// Runs this binary in startup mode `runs` times; each child starts its own embedded
+// cluster (or joins RAIO_ADDRESS), so this measures a cold start in a fresh process.
+std::vector<Row> BenchStartup(const Options& opt, Watchdog& wd) {
+  const std::string exe = SelfExe();
+  std::vector<double> start_ms, down_ms, process_ms;
+  int failures = 0;
+  for (int i = 0; i < opt.startup_runs; ++i) {
+    wd.Enter("startup child " + std::to_string(i + 1), std::chrono::seconds(60));
+    // `timeout` bounds a hung child; its output goes to our stdout only via the pipe.
+    std::string cmd = std::string("env ") + kStartupEnv + "=1 timeout 45 '" + exe + "'";
+    Clock::time_point t0 = Clock::now();
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    if (pipe == nullptr) {
+      ++failures;
+      continue;
+    }
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof(buf), pipe) != nullptr) out += buf;
+    int status = ::pclose(pipe);
+    Clock::time_point t1 = Clock::now();
+    double s = 0, d = 0;
+    std::size_t pos = out.find(kStartupLinePrefix);
+    if (status != 0 || pos == std::string::npos ||
+        std::sscanf(out.c_str() + pos + std::strlen(kStartupLinePrefix),
+                    " start_to_first_result_ms=%lf shutdown_ms=%lf", &s, &d) != 2) {
+      std::fprintf(stderr, "raio_bench: startup child %d failed (status %d), output:\n%s\n",
+                   i + 1, status, out.c_str());
+      ++failures;
+      continue;
+    }
+    start_ms.push_back(s);
+    down_ms.push_back(d);
+    process_ms.push_back(MicrosSince(t0, t1) / 1000.0);
+  }
+  nlohmann::json det = {{"runs", opt.startup_runs},
+                        {"failures", failures},
+                        {"start_to_first_result_ms_each", start_ms},
+                        {"shutdown_ms_each", down_ms},
+                        {"child_process_wall_ms_each", process_ms}};
+  Row start =
+      AtMost(Make("start to first result (median)", Median(start_ms), "ms"), 300);
+  start.detail = det;
+  Row down = Make("shutdown (median)", Median(down_ms), "ms");
+  down.detail = det;
+  Row proc = Make("child process wall time (median)", Median(process_ms), "ms");
+  proc.detail = det;
+  return {start, down, proc};
+}
+
+// ---------------------------------------------------------------------------------------
+// Machine description and JSON output.
+
+std::string FirstMatch(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) {
+      auto colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::string v = line.substr(colon + 1);
+      v.erase(0, v.find_first_not_of(" \t"));
+      return v;
+    }
+  }
+  return "";
+}
+
+std::string RunAndRead(const std::string& cmd) {
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return "";
+  std::string out;
+  char buf[256];
+  while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  ::pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+nlohmann::json MachineDescription() {
+  nlohmann::json m;
+  m["nproc"] = ::sysconf(_SC_NPROCESSORS_ONLN);
+  m["hardware_concurrency"] = std::thread::hardware_concurrency();
+  m["cpu_model"] = FirstMatch("/proc/cpuinfo", "model name");
+  std::string mem = FirstMatch("/proc/meminfo", "MemTotal");  // "16384000 kB"
+  m["memory_total"] = mem;
+  if (!mem.empty()) m["memory_total_bytes"] = std::strtoll(mem.c_str(), nullptr, 10) * 1024;
+  struct utsname u {};
+  if (::uname(&u) == 0) {
+    m["hostname"] = u.nodename;
+    m["kernel"] = std::string(u.sysname) + " " + u.release;
+    m["arch"] = u.machine;
+  }
+  return m;
+}
+
+// The 1-minute load average, or a negative value when unknown. Other work on the machine
+// changes these figures a lot (in both directions), so it is printed and recorded.
+double LoadAverage1m() {
+  std::ifstream in("/proc/loadavg");
+  double v = -1;
+  if (!(in >> v)) return -1;
+  return v;
+}
+
+std::string UtcTimestamp(const char* fmt) {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), fmt, &tm);
+  return buf;
+}
+
+void WriteJson(const std::vector<Row>& rows, const Options& opt, double total_s,
+               double load_before, double load_after) {
+  nlohmann::json j;
+  j["timestamp_utc"] = UtcTimestamp("%Y-%m-%dT%H:%M:%SZ");
+  j["machine"] = MachineDescription();
+  j["machine"]["loadavg_1m_before"] = load_before;
+  j["machine"]["loadavg_1m_after"] = load_after;
+  j["cluster"] = std::getenv("RAIO_ADDRESS") ? std::string("address ") + std::getenv("RAIO_ADDRESS")
+                                             : std::string("embedded");
+  j["git_commit"] = RunAndRead(std::string("git -C '") + RAIO_BENCH_SOURCE_DIR +
+                               "' rev-parse --short HEAD 2>/dev/null");
+#ifdef NDEBUG
+  j["build"] = "NDEBUG";
+#else
+  j["build"] = "assertions on (not a Release build?)";
+#endif
+  j["quick"] = opt.quick;
+  j["total_run_s"] = total_s;
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json e = {{"benchmark", r.benchmark},
+                        {"result", std::isfinite(r.value) ? nlohmann::json(r.value)
+                                                          : nlohmann::json(nullptr)},
+                        {"unit", r.unit},
+                        {"target", r.target_text.empty() ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(r.target_text)},
+                        {"pass", r.pass ? nlohmann::json(*r.pass) : nlohmann::json(nullptr)},
+                        {"detail", r.detail}};
+    arr.push_back(e);
+  }
+  j["results"] = arr;
+
+  std::filesystem::path dir = std::filesystem::path(RAIO_BENCH_SOURCE_DIR) / "results";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::filesystem::path file = dir / (UtcTimestamp("%Y%m%dT%H%M%SZ") + ".json");
+  std::ofstream out(file);
+  if (!out) {
+    std::fprintf(stderr, "raio_bench: cannot write %s\n", file.c_str());
+    return;
+  }
+  out << j.dump(2) << "\n";
+  std::printf("results written to %s\n", file.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Taken before Init for the startup child; reading the clock has no side effects.
+  const Clock::time_point t_before_init = Clock::now();
+  const bool startup_child = std::getenv(kStartupEnv) != nullptr;
+  raio::Init(argc, argv);  // workers re-run this binary and never get past this line
+  if (startup_child) return RunStartupChild(t_before_init);
+
+  std::optional<Options> opt = ParseOptions(argc, argv);
+  if (!opt) {
+    raio::Shutdown();
+    return 2;
+  }
+  const long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
+  const double load_before = LoadAverage1m();
+  std::printf("raio_bench: %s cluster, %ld CPUs, load average %.2f%s\n",
+              std::getenv("RAIO_ADDRESS") ? "RAIO_ADDRESS" : "embedded", ncpu, load_before,
+              opt->quick ? ", --quick" : "");
+  if (load_before > 0.5 * ncpu) {
+    std::printf("warning: the machine is busy; figures will be noisy\n");
+  }
+  std::fflush(stdout);
+
+  const Clock::time_point t_start = Clock::now();
+  std::vector<Row> rows;
+  int rc = 0;
+  {
+    Watchdog wd;
+    auto run = [&](const char* name, auto fn) {
+      std::printf("  %s ...\n", name);
+      std::fflush(stdout);
+      Clock::time_point t0 = Clock::now();
+      try {
+        for (auto& r : fn(*opt, wd)) rows.push_back(std::move(r));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "raio_bench: %s failed: %s\n", name, e.what());
+        rc = 1;
+      }
+      std::printf("    (%.1f s)\n", MicrosSince(t0, Clock::now()) / 1e6);
+      std::fflush(stdout);
+    };
+    run("sanity check (Echo x2000, worker pid)", SanityCheck);
+    run("sync no-op tasks", BenchSync);
+    run("async no-op tasks", BenchAsync);
+    run("put/get small int", BenchPutGet);
+    run("start to first result (child processes)", BenchStartup);
+    wd.Enter("shutdown", std::chrono::seconds(60));
+    raio::Shutdown();
+  }
+  const double total_s = MicrosSince(t_start, Clock::now()) / 1e6;
+
+  const double load_after = LoadAverage1m();
+  PrintTable(rows);
+  std::printf("total %.1f s, load average %.2f before, %.2f after\n", total_s, load_before,
+              load_after);
+  if (opt->write_json) WriteJson(rows, *opt, total_s, load_before, load_after);
+  return rc;
+}
