@@ -213,6 +213,7 @@ int Status(const std::string& address_flag, bool json) {
     std::string out;
     google::protobuf::util::JsonPrintOptions opts;
     opts.always_print_primitive_fields = true;
+    opts.preserve_proto_field_names = true;
     (void)google::protobuf::util::MessageToJsonString(status, &out, opts);
     std::cout << out << "\n";
     return 0;

@@ -42,8 +42,11 @@ std::string Demangle(const char* mangled) {
 }
 
 std::string MakeTempDir(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
-  std::string templ = std::string(base && *base ? base : "/tmp") + "/raio-" + prefix + "-XXXXXX";
+  const char* env = std::getenv("TMPDIR");
+  std::string base = env && *env ? env : "/tmp";
+  // Unix socket paths inside must stay under 107 bytes: fall back to /tmp for long bases.
+  if (base.size() > 48) base = "/tmp";
+  std::string templ = base + "/raio-" + prefix + "-XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) return "";
   return templ;
 }

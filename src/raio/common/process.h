@@ -17,7 +17,8 @@ int DetectCpuCount();
 int64_t DetectMemoryBytes();
 // Demangled form of a typeid name; the input itself when demangling fails.
 std::string Demangle(const char* mangled);
-// Makes a fresh private directory under $TMPDIR (or /tmp) named raio-<prefix>-XXXXXX,
+// Makes a fresh private directory under $TMPDIR (or /tmp, also when $TMPDIR is longer
+// than 48 bytes, so that Unix socket paths inside fit) named raio-<prefix>-XXXXXX,
 // mode 0700. Returns "" on failure.
 std::string MakeTempDir(const std::string& prefix);
 // Removes a directory tree; errors are ignored.

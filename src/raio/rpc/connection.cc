@@ -167,18 +167,21 @@ void Connection::Close(const absl::Status& reason) {
     absl::MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
+    close_reason_ = reason;
     boost::system::error_code ignored;
     socket_.shutdown(boost::asio::socket_base::shutdown_both, ignored);
   }
-  boost::asio::post(io_, [self = shared_from_this(), reason] { self->FinishClose(reason); });
+  boost::asio::post(io_, [self = shared_from_this()] { self->FinishClose(); });
 }
 
-void Connection::FinishClose(const absl::Status& reason) {
+void Connection::FinishClose() {
   if (close_handled_) return;
   close_handled_ = true;
   std::unordered_map<uint64_t, PendingCall> pending;
+  absl::Status reason;
   {
     absl::MutexLock lock(&mu_);
+    reason = close_reason_;
     pending.swap(pending_);
     boost::system::error_code ignored;
     socket_.close(ignored);
@@ -212,9 +215,10 @@ void Connection::ReadMore() {
 
 void Connection::OnRead(const boost::system::error_code& ec, std::size_t n) {
   if (ec) {
+    // A local Close() that woke this read keeps its own reason (Close is a no-op then).
     Close(ec == boost::asio::error::eof ? absl::UnavailableError("peer closed the connection")
                                         : absl::UnavailableError("read failed: " + ec.message()));
-    FinishClose(absl::UnavailableError("peer closed the connection"));
+    FinishClose();
     return;
   }
   read_end_ += n;

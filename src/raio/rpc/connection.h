@@ -82,7 +82,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadMore();
   void OnRead(const boost::system::error_code& ec, std::size_t n);
   void Dispatch(const FrameHeader& header, std::string_view body);
-  void FinishClose(const absl::Status& reason);
+  void FinishClose();
 
   struct PendingCall {
     ReplyCallback callback;
@@ -100,6 +100,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool flush_posted_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status close_reason_ ABSL_GUARDED_BY(mu_);
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::unordered_map<uint64_t, PendingCall> pending_ ABSL_GUARDED_BY(mu_);
 

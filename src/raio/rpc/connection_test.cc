@@ -412,14 +412,7 @@ TEST_P(ConnectionTest, LocalCloseFailsPendingCallsWithUnavailable) {
 }
 
 TEST_P(ConnectionTest, LocalCloseReasonReachesPendingCallsAndCloseHandler) {
-  // BUG (src/raio/rpc/connection.cc, Connection::OnRead, lines 213-218): on a read error
-  // OnRead calls FinishClose(Unavailable("peer closed the connection")) inline, after
-  // Close(reason) has only *posted* FinishClose(reason). When Close() is called from a
-  // thread other than the loop, shutdown() wakes the pending read first, so the pending
-  // calls and the close handler see "peer closed the connection" instead of the reason
-  // given to Close(); a non-EOF read error ("read failed: ...") is overwritten the same
-  // way. Fails intermittently (about 1 run in 10).
-  GTEST_SKIP() << "connection.cc OnRead replaces the Close() reason; see comment";
+  // Regression: OnRead used to replace the reason given to Close() with "peer closed".
   StartServer();
   std::promise<absl::Status> closed;
   std::shared_ptr<Connection> c =

@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/un.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +19,15 @@ namespace asio = boost::asio;
 using GenericProtocol = asio::generic::stream_protocol;
 
 namespace {
+// sockaddr_un holds at most 107 bytes of path.
+absl::Status CheckUnixPath(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("unix socket path is too long (",
+                                                   path.size(), " bytes, limit 107): ", path));
+  }
+  return absl::OkStatus();
+}
+
 Socket ToGeneric(asio::io_context& io, int family, int protocol, int fd) {
   return Socket(io, GenericProtocol(family, protocol), fd);
 }
@@ -26,6 +36,7 @@ Socket ToGeneric(asio::io_context& io, int family, int protocol, int fd) {
 absl::StatusOr<std::unique_ptr<Listener>> Listener::ListenUnix(asio::io_context& io,
                                                                const std::string& path,
                                                                AcceptHandler on_accept) {
+  if (absl::Status s = CheckUnixPath(path); !s.ok()) return s;
   auto l = std::unique_ptr<Listener>(new Listener(io, std::move(on_accept)));
   ::unlink(path.c_str());
   boost::system::error_code ec;
@@ -103,6 +114,7 @@ void Listener::AcceptTcp() {
 
 absl::StatusOr<std::shared_ptr<Connection>> ConnectUnix(asio::io_context& io,
                                                         const std::string& path) {
+  if (absl::Status st = CheckUnixPath(path); !st.ok()) return st;
   asio::local::stream_protocol::socket s(io);
   boost::system::error_code ec;
   s.connect(asio::local::stream_protocol::endpoint(path), ec);

@@ -1,0 +1,269 @@
+// Integration tests of the C++ API on the embedded cluster: real worker processes
+// (this binary re-executed in worker mode), real sockets.
+#include <gtest/gtest.h>
+#include <raio/raio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <thread>
+
+#include "test_functions.h"
+
+using namespace raio_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Registered in the driver only: workers do not have it.
+int DriverOnly(int x) { return x; }
+
+// Not registered at all.
+int NotRegistered(int x) { return x; }
+
+class EmbeddedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    raio::InitOptions options;
+    options.num_cpus = 2;
+    options.num_gpus = 2;
+    options.resources = {{"slot", 1}};
+    raio::Init(options);
+  }
+  void TearDown() override { raio::Shutdown(); }
+};
+
+TEST_F(EmbeddedTest, RunsTaskAndReturnsValue) {
+  EXPECT_EQ(raio::Task(Add).Remote(2, 3).Get(), 5);
+  EXPECT_EQ(raio::Task(Square).Remote(12).Get(), 144);
+}
+
+TEST_F(EmbeddedTest, ManyAsyncTasksAllCorrect) {
+  std::vector<raio::ObjectRef<int>> refs;
+  for (int i = 0; i < 2000; ++i) refs.push_back(raio::Task(Square).Remote(i));
+  std::vector<int> values = raio::Get(refs);
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(values[i], i * i) << i;
+}
+
+TEST_F(EmbeddedTest, TasksRunInParallelInSeparateProcesses) {
+  auto a = raio::Task(SleepAndStamp).Remote(400);
+  auto b = raio::Task(SleepAndStamp).Remote(400);
+  auto pa = a.Get();
+  auto pb = b.Get();
+  // Both started before either ended: they overlapped.
+  EXPECT_LT(pa[0], pb[1]);
+  EXPECT_LT(pb[0], pa[1]);
+  EXPECT_NE(raio::Task(Pid).Remote().Get(), getpid());
+}
+
+TEST_F(EmbeddedTest, ObjectRefArgumentsAreResolved) {
+  auto x = raio::Task(Square).Remote(3);
+  auto y = raio::Task(Add).Remote(x, 1);  // 10
+  auto z = raio::Task(Add).Remote(x, y);  // 19
+  EXPECT_EQ(z.Get(), 19);
+  std::vector<raio::ObjectRef<int>> parts;
+  for (int i = 1; i <= 10; ++i) parts.push_back(raio::Task(Square).Remote(i));
+  EXPECT_EQ(raio::Task(SumVector).Remote(parts).Get(), 385);
+  auto put = raio::Put(std::vector<int>{5, 6, 7});
+  EXPECT_EQ(raio::Task(SumVector).Remote(put).Get(), 18);
+}
+
+TEST_F(EmbeddedTest, PutGetStructsAndVoid) {
+  auto p = raio::Put(Point{1.5, -2, "p"});
+  Point scaled = raio::Task(Scale).Remote(p, 2.0).Get();
+  EXPECT_DOUBLE_EQ(scaled.x, 3.0);
+  EXPECT_DOUBLE_EQ(scaled.y, -4.0);
+  EXPECT_EQ(scaled.label, "p*");
+  raio::ObjectRef<void> v = raio::Task(NoOp).Remote();
+  v.Get();
+  EXPECT_EQ(raio::Put(std::string("hello")).Get(), "hello");
+}
+
+TEST_F(EmbeddedTest, OverloadsAreSelectable) {
+  EXPECT_EQ(raio::Task(RAIO_FUNC(Overloaded, int)).Remote(1).Get(), 2);
+  EXPECT_EQ(raio::Task(RAIO_FUNC(Overloaded, std::string)).Remote("hi").Get(), "hi!");
+}
+
+TEST_F(EmbeddedTest, WaitSplitsReadyAndPending) {
+  std::vector<raio::ObjectRef<int>> refs{raio::Task(SleepMs).Remote(0),
+                                         raio::Task(SleepMs).Remote(3000)};
+  auto [ready, pending] = raio::Wait(refs, 1, 2s);
+  ASSERT_EQ(ready.size(), 1u);
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(ready[0].Get(), 0);
+  auto r2 = raio::Wait(refs, 2, 10ms);
+  EXPECT_EQ(r2.pending.size(), 1u);
+  EXPECT_THROW(raio::Wait(refs, 3), raio::InvalidUsageError);
+}
+
+TEST_F(EmbeddedTest, GetTimeoutLeavesTaskRunning) {
+  auto ref = raio::Task(SleepMs).Remote(600);
+  EXPECT_THROW(ref.Get(50ms), raio::GetTimeoutError);
+  EXPECT_EQ(ref.Get(10s), 600);
+}
+
+TEST_F(EmbeddedTest, ExceptionBecomesTaskError) {
+  try {
+    raio::Task(ThrowsRuntimeError).Remote(4).Get();
+    FAIL() << "expected TaskError";
+  } catch (const raio::TaskError& e) {
+    EXPECT_EQ(e.exception_type(), "std::runtime_error");
+    EXPECT_EQ(e.message(), "bad input 4");
+    EXPECT_EQ(e.function_name(), "ThrowsRuntimeError");
+    EXPECT_EQ(e.node_id().size(), 16u);
+    EXPECT_NE(std::string(e.what()).find("bad input 4"), std::string::npos);
+  }
+  try {
+    raio::Task(ThrowsCustom).Remote(1).Get();
+    FAIL() << "expected TaskError";
+  } catch (const raio::TaskError& e) {
+    EXPECT_EQ(e.exception_type(), "raio_test::CustomError");
+  }
+  // The error propagates through a dependent task.
+  auto failed = raio::Task(ThrowsRuntimeError).Remote(5);
+  EXPECT_THROW(raio::Task(Add).Remote(failed, 1).Get(), raio::TaskError);
+  // The worker keeps serving after a user exception.
+  EXPECT_EQ(raio::Task(Add).Remote(1, 1).Get(), 2);
+}
+
+TEST_F(EmbeddedTest, CrashedWorkerIsRetriedThenFails) {
+  auto dir = std::filesystem::temp_directory_path() / ("raio-crash-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string marker = (dir / "marker").string();
+  EXPECT_EQ(raio::Task(CrashOnce).Remote(marker).Get(), 7);
+  std::filesystem::remove_all(dir);
+  EXPECT_THROW(raio::Task(Crash).Remote(1).Get(), raio::WorkerCrashedError);
+  EXPECT_THROW(raio::Task(Crash).SetMaxRetries(0).Remote(1).Get(), raio::WorkerCrashedError);
+  EXPECT_EQ(raio::Task(Add).Remote(2, 2).Get(), 4);
+}
+
+TEST_F(EmbeddedTest, NestedTasksDoNotDeadlockAFullNode) {
+  // Two CPUs: more nested levels than CPUs only finish if blocked workers lend CPUs.
+  EXPECT_EQ(raio::Task(Recurse).Remote(6).Get(), 6);
+  std::vector<raio::ObjectRef<int>> refs;
+  for (int i = 0; i < 4; ++i) refs.push_back(raio::Task(NestedSum).Remote(10));
+  for (int v : raio::Get(refs)) EXPECT_EQ(v, 385);
+}
+
+TEST_F(EmbeddedTest, UnregisteredFunctionsGiveClearErrors) {
+  EXPECT_THROW(raio::Task(NotRegistered).Remote(1), raio::InvalidUsageError);
+  try {
+    raio::Task(DriverOnly).Remote(1).Get();
+    FAIL() << "expected RemoteFunctionNotFoundError";
+  } catch (const raio::RemoteFunctionNotFoundError& e) {
+    EXPECT_NE(std::string(e.what()).find("DriverOnly"), std::string::npos);
+  }
+}
+
+TEST_F(EmbeddedTest, InfeasibleDemandFailsAtGetNamingResources) {
+  auto ref = raio::Task(Add).SetResource("CPU", 100).Remote(1, 2);
+  try {
+    ref.Get(10s);
+    FAIL() << "expected UnschedulableError";
+  } catch (const raio::UnschedulableError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("CPU: 100"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("CPU: 2"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(raio::Task(Add).SetResource("TPU", 1).Remote(1, 2).Get(10s),
+               raio::UnschedulableError);
+  EXPECT_THROW(raio::Task(Add).SetResource("GPU", 1.5).Remote(1, 2).Get(10s),
+               raio::UnschedulableError);
+}
+
+TEST_F(EmbeddedTest, InvalidResourceValuesAreRejected) {
+  EXPECT_THROW(raio::Task(Add).SetResource("CPU", -1).Remote(1, 2), raio::InvalidUsageError);
+  EXPECT_THROW(raio::Task(Add).SetResource("CPU", std::nan("")).Remote(1, 2),
+               raio::InvalidUsageError);
+  EXPECT_THROW(raio::Task(Add).SetResource("CPU", std::numeric_limits<double>::infinity())
+                   .Remote(1, 2),
+               raio::InvalidUsageError);
+  EXPECT_THROW(raio::Task(Add).SetMaxRetries(-2).Remote(1, 2), raio::InvalidUsageError);
+}
+
+TEST_F(EmbeddedTest, FractionalAndCustomResourcesLimitConcurrency) {
+  // slot: 1 on the node, so two slot tasks run one after the other.
+  auto a = raio::Task(SleepAndStamp).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(300);
+  auto b = raio::Task(SleepAndStamp).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(300);
+  auto pa = a.Get();
+  auto pb = b.Get();
+  EXPECT_TRUE(pa[1] <= pb[0] || pb[1] <= pa[0]) << "slot tasks overlapped";
+  // Fractional CPUs: four 0.5-CPU tasks fit two CPUs at once.
+  std::vector<raio::ObjectRef<std::vector<int64_t>>> refs;
+  for (int i = 0; i < 4; ++i) refs.push_back(raio::Task(SleepAndStamp).SetResource("CPU", 0.5).Remote(400));
+  auto stamps = raio::Get(refs);
+  int64_t latest_start = 0, earliest_end = std::numeric_limits<int64_t>::max();
+  for (const auto& s : stamps) {
+    latest_start = std::max(latest_start, s[0]);
+    earliest_end = std::min(earliest_end, s[1]);
+  }
+  EXPECT_LT(latest_start, earliest_end) << "four half-CPU tasks did not run together";
+}
+
+TEST_F(EmbeddedTest, GpuTasksSeeOnlyTheirDevices) {
+  EXPECT_EQ(raio::Task(VisibleDevices).SetResources({{"CPU", 0}}).Remote().Get(), "");
+  auto a = raio::Task(VisibleDevices).SetResources({{"CPU", 0}, {"GPU", 1}}).Remote();
+  auto b = raio::Task(VisibleDevices).SetResources({{"CPU", 0}, {"GPU", 1}}).Remote();
+  std::set<std::string> seen{a.Get(), b.Get()};
+  for (const auto& s : seen) EXPECT_TRUE(s == "0" || s == "1") << s;
+  EXPECT_EQ(raio::Task(VisibleDevices).SetResources({{"CPU", 0}, {"GPU", 2}}).Remote().Get(),
+            "0,1");
+  std::string half = raio::Task(VisibleDevices).SetResources({{"GPU", 0.5}}).Remote().Get();
+  EXPECT_TRUE(half == "0" || half == "1") << half;
+}
+
+TEST(LifecycleTest, InitTwiceAndUseAfterShutdownAreErrors) {
+  raio::InitOptions options;
+  options.num_cpus = 1;
+  raio::Init(options);
+  EXPECT_TRUE(raio::IsInitialized());
+  EXPECT_THROW(raio::Init(options), raio::InvalidUsageError);
+  auto ref = raio::Task(Add).Remote(1, 1);
+  EXPECT_EQ(ref.Get(), 2);
+  raio::Shutdown();
+  EXPECT_FALSE(raio::IsInitialized());
+  EXPECT_THROW(ref.Get(), raio::InvalidUsageError);
+  EXPECT_THROW(raio::Task(Add).Remote(1, 1), raio::InvalidUsageError);
+  raio::Shutdown();  // idempotent
+  // Init again after Shutdown works.
+  raio::Init(options);
+  EXPECT_EQ(raio::Task(Add).Remote(2, 1).Get(), 3);
+  raio::Shutdown();
+}
+
+TEST(LifecycleTest, UnreachableAddressFailsFast) {
+  raio::InitOptions options;
+  options.address = "127.0.0.1:1";
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(raio::Init(options), raio::ClusterUnavailableError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_FALSE(raio::IsInitialized());
+  options.address = "not-an-address";
+  EXPECT_THROW(raio::Init(options), raio::ClusterUnavailableError);
+}
+
+TEST(LifecycleTest, NoWorkerProcessesOutliveShutdown) {
+  raio::InitOptions options;
+  options.num_cpus = 2;
+  raio::Init(options);
+  std::set<int> pids;
+  for (int i = 0; i < 4; ++i) pids.insert(raio::Task(Pid).Remote().Get());
+  raio::Shutdown();
+  for (int pid : pids) {
+    // Reaped children no longer exist (kill fails with ESRCH).
+    EXPECT_NE(::kill(pid, 0), 0) << "worker " << pid << " still alive";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
+  raio::internal::RegisterOne("DriverOnly", &DriverOnly);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,223 @@
+// Integration tests against a standalone cluster started with the raio CLI: drivers are
+// separate processes (this binary in a scenario mode) joining via RAIO_ADDRESS.
+#include <gtest/gtest.h>
+#include <raio/raio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "test_functions.h"
+
+using namespace raio_test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+std::string g_self;
+std::filesystem::path g_base_tmp;  // $TMPDIR at start; tests point TMPDIR elsewhere
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+CommandResult RunCommand(const std::string& command) {
+  CommandResult r;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return pred();
+}
+
+class StandaloneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = g_base_tmp /
+           ("raio-standalone-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    ::setenv("TMPDIR", dir_.c_str(), 1);  // the CLI keeps its cluster file under $TMPDIR/raio
+    ::unsetenv("RAIO_ADDRESS");
+    auto r = RunCommand(std::string(RAIO_CLI_PATH) +
+                 " start --head --port 0 --num-cpus 2 --resources '{\"slot\": 1}'");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto pos = r.output.find("started at ");
+    ASSERT_NE(pos, std::string::npos) << r.output;
+    address_ = r.output.substr(pos + 11, r.output.find('\n', pos) - pos - 11);
+  }
+  void TearDown() override {
+    auto r = RunCommand(std::string(RAIO_CLI_PATH) + " stop");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::filesystem::remove_all(dir_);
+  }
+  json Status() {
+    auto r = RunCommand(std::string(RAIO_CLI_PATH) + " status --json --address " + address_);
+    if (r.exit_code != 0) return json();
+    return json::parse(r.output, nullptr, false);
+  }
+  std::string Driver(const std::string& scenario) {
+    return "RAIO_ADDRESS=" + address_ + " RAIO_TEST_SCENARIO=" + scenario + " " + g_self;
+  }
+  std::filesystem::path dir_;
+  std::string address_;
+};
+
+TEST_F(StandaloneTest, DriverRunsTasksOnStandaloneCluster) {
+  auto r = RunCommand(Driver("basic"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("scenario basic ok"), std::string::npos) << r.output;
+  auto text = RunCommand(std::string(RAIO_CLI_PATH) + " status");
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("CPU: 0 / 2"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("job 1  finished"), std::string::npos) << text.output;
+}
+
+TEST_F(StandaloneTest, SeveralDriversShareTheCluster) {
+  std::thread other([&] {
+    auto r = RunCommand(Driver("basic"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  });
+  auto r = RunCommand(Driver("basic"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  other.join();
+  json s = Status();
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["jobs"].size(), 2u);
+  // Each job's workers end with the job.
+  EXPECT_TRUE(WaitFor([&] { return Status()["nodes"][0]["workers"].empty(); }, 5s))
+      << Status().dump();
+}
+
+TEST_F(StandaloneTest, WaitingDemandShowsInStatusAndKilledDriverIsCleanedUp) {
+  std::string out = (dir_ / "hold.log").string();
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string cmd = Driver("hold_slot") + " > " + out + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", ("exec env " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // The second slot task cannot run while the first holds the only slot: it is pending.
+  bool pending = WaitFor(
+      [&] {
+        json s = Status();
+        if (!s.is_object() || s["nodes"].empty()) return false;
+        for (const auto& p : s["nodes"][0]["pending_leases"]) {
+          if (p["demand"]["amounts"].contains("slot")) return true;
+        }
+        return false;
+      },
+      20s);
+  EXPECT_TRUE(pending) << Status().dump();
+  auto text = RunCommand(std::string(RAIO_CLI_PATH) + " status");
+  EXPECT_NE(text.output.find("waiting for resources"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("slot: 1"), std::string::npos) << text.output;
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  // Its workers and leases are reclaimed; resources return to their totals.
+  bool clean = WaitFor(
+      [&] {
+        json s = Status();
+        if (!s.is_object() || s["nodes"].empty()) return false;
+        const auto& n = s["nodes"][0];
+        return n["workers"].empty() && n["pending_leases"].empty() &&
+               n["available"]["amounts"] == n["total"]["amounts"];
+      },
+      10s);
+  EXPECT_TRUE(clean) << Status().dump();
+  // And the cluster keeps serving other jobs.
+  auto r = RunCommand(Driver("basic"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(StandaloneTest, StopEndsDaemonAndWorkers) {
+  auto r = RunCommand(Driver("basic"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json s = Status();
+  ASSERT_TRUE(s.is_object());
+  auto stop = RunCommand(std::string(RAIO_CLI_PATH) + " stop");
+  EXPECT_EQ(stop.exit_code, 0) << stop.output;
+  auto status = RunCommand(std::string(RAIO_CLI_PATH) + " status --address " + address_);
+  EXPECT_NE(status.exit_code, 0) << status.output;
+  // A driver now gets a clear error, not a hang.
+  auto late = RunCommand(Driver("basic"));
+  EXPECT_NE(late.exit_code, 0);
+  EXPECT_NE(late.output.find("cannot reach a raio cluster"), std::string::npos) << late.output;
+}
+
+int ScenarioBasic() {
+  raio::Init();
+  if (raio::Task(Add).Remote(20, 22).Get() != 42) return 1;
+  if (raio::Task(NestedSum).Remote(10).Get() != 385) return 2;
+  std::vector<raio::ObjectRef<int>> refs;
+  for (int i = 0; i < 500; ++i) refs.push_back(raio::Task(Square).Remote(i));
+  auto v = raio::Get(refs);
+  for (int i = 0; i < 500; ++i) {
+    if (v[i] != i * i) return 3;
+  }
+  try {
+    raio::Task(ThrowsRuntimeError).Remote(1).Get();
+    return 4;
+  } catch (const raio::TaskError&) {
+  }
+  raio::Shutdown();
+  std::cout << "scenario basic ok" << std::endl;
+  return 0;
+}
+
+int ScenarioHoldSlot() {
+  raio::Init();
+  auto a = raio::Task(SleepMs).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(60000);
+  auto b = raio::Task(SleepMs).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(60000);
+  std::cout << "submitted" << std::endl;
+  b.Get();
+  a.Get();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
+  g_self = std::filesystem::read_symlink("/proc/self/exe").string();
+  g_base_tmp = std::filesystem::temp_directory_path();
+  if (const char* scenario = std::getenv("RAIO_TEST_SCENARIO")) {
+    try {
+      std::string s = scenario;
+      if (s == "basic") return ScenarioBasic();
+      if (s == "hold_slot") return ScenarioHoldSlot();
+      std::cerr << "unknown scenario " << s << "\n";
+      return 64;
+    } catch (const std::exception& e) {
+      std::cerr << "scenario failed: " << e.what() << "\n";
+      return 65;
+    }
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,82 @@
+#include "test_functions.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+
+namespace raio_test {
+
+struct CustomError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+int Add(int a, int b) { return a + b; }
+int Square(int x) { return x * x; }
+int SumVector(std::vector<int> values) { return std::accumulate(values.begin(), values.end(), 0); }
+Point Scale(Point p, double factor) { return Point{p.x * factor, p.y * factor, p.label + "*"}; }
+void NoOp() {}
+int Overloaded(int x) { return x + 1; }
+std::string Overloaded(std::string s) { return s + "!"; }
+
+std::vector<int64_t> SleepAndStamp(int ms) {
+  auto now_us = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  int64_t start = now_us();
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return {start, now_us()};
+}
+
+int Pid() { return static_cast<int>(getpid()); }
+
+std::string VisibleDevices() {
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return v ? std::string(v) : std::string("<unset>");
+}
+
+int ThrowsRuntimeError(int x) { throw std::runtime_error("bad input " + std::to_string(x)); }
+int ThrowsCustom(int x) { throw CustomError("custom " + std::to_string(x)); }
+
+int Crash(int) {
+  ::kill(::getpid(), SIGKILL);
+  return 0;
+}
+
+int CrashOnce(std::string marker_path) {
+  if (::access(marker_path.c_str(), F_OK) != 0) {
+    std::ofstream(marker_path) << "crashed once\n";
+    ::kill(::getpid(), SIGKILL);
+  }
+  return 7;
+}
+
+int NestedSum(int n) {
+  std::vector<raio::ObjectRef<int>> refs;
+  for (int i = 1; i <= n; ++i) refs.push_back(raio::Task(Square).Remote(i));
+  return raio::Task(SumVector).Remote(refs).Get();
+}
+
+int Recurse(int depth) {
+  if (depth == 0) return 0;
+  return 1 + raio::Task(Recurse).Remote(depth - 1).Get();
+}
+
+int SleepMs(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+
+}  // namespace raio_test
+
+using namespace raio_test;
+RAIO_REMOTE(Add, Square, SumVector, Scale, NoOp, RAIO_FUNC(Overloaded, int),
+            RAIO_FUNC(Overloaded, std::string), SleepAndStamp, Pid, VisibleDevices,
+            ThrowsRuntimeError, ThrowsCustom, Crash, CrashOnce, NestedSum, Recurse, SleepMs);

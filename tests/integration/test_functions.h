@@ -1,0 +1,43 @@
+// Remote functions shared by the integration test programs. Every test binary is also
+// its own worker executable, so these are registered (RAIO_REMOTE) in test_functions.cc.
+#pragma once
+
+#include <raio/raio.h>
+
+#include <string>
+#include <vector>
+
+namespace raio_test {
+
+struct Point {
+  double x = 0;
+  double y = 0;
+  std::string label;
+  RAIO_SERIALIZE(x, y, label);
+};
+
+int Add(int a, int b);
+int Square(int x);
+int SumVector(std::vector<int> values);
+Point Scale(Point p, double factor);
+void NoOp();
+int Overloaded(int x);
+std::string Overloaded(std::string s);
+// Sleeps `ms` milliseconds; returns {start_us, end_us} since the epoch (steady clock is
+// per-process, so the system clock is used to compare across workers).
+std::vector<int64_t> SleepAndStamp(int ms);
+int Pid();
+std::string VisibleDevices();
+int ThrowsRuntimeError(int x);
+int ThrowsCustom(int x);
+// Ends its own worker process abruptly.
+int Crash(int x);
+// Crashes on the first attempt (marker file absent), succeeds afterwards.
+int CrashOnce(std::string marker_path);
+// Submits `n` Square tasks from inside a task and sums them (nested tasks).
+int NestedSum(int n);
+// Nested `depth` levels deep, each level waiting on the next.
+int Recurse(int depth);
+int SleepMs(int ms);
+
+}  // namespace raio_test
