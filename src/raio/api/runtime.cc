@@ -64,7 +64,7 @@ std::shared_ptr<worker::CoreWorker> CoreOrThrow() {
   for (std::size_t i = 0; i < WorkerId::kSize && 2 * i + 1 < hex.size(); ++i) {
     id.mutable_data()[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
   }
-  auto* loop = new EventLoop("raio-worker");  // lives until _exit
+  auto* loop = new EventLoop("raio-worker", config::kLoopSpin);  // lives until _exit
   auto node = rpc::ConnectUnix(loop->io(), node_socket);
   if (!node.ok()) {
     RAIO_LOG_ERROR("worker cannot reach its node: {}", node.status().message());
@@ -75,7 +75,7 @@ std::shared_ptr<worker::CoreWorker> CoreOrThrow() {
     _exit(0);
   });
   loop->Start();
-  auto* executor = new worker::TaskExecutor(*loop, "");
+  auto* executor = new worker::TaskExecutor();
   std::string socket_path = absl::StrCat(session, "/w-", hex, ".sock");
   if (absl::Status s = executor->Listen(socket_path); !s.ok()) {
     RAIO_LOG_ERROR("worker cannot listen: {}", s.message());
@@ -104,7 +104,7 @@ std::shared_ptr<worker::CoreWorker> CoreOrThrow() {
 }
 
 void JoinCluster(DriverRuntime& rt, const std::string& address) {
-  rt.loop = std::make_unique<EventLoop>("raio-driver");
+  rt.loop = std::make_unique<EventLoop>("raio-driver", config::kLoopSpin);
   auto head = rpc::ConnectTcp(rt.loop->io(), address, config::kConnectTimeout);
   if (!head.ok()) {
     throw ClusterUnavailableError(absl::StrCat("cannot reach a raio cluster at ", address, ": ",

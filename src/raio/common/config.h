@@ -22,6 +22,10 @@ inline constexpr int kMaxPendingLeaseRequestsPerClass = 8;
 // depth = clamp(kPipelineTarget / mean task time, 1, kMaxPipelineDepth).
 inline constexpr std::chrono::microseconds kPipelineTarget{1000};
 inline constexpr int kMaxPipelineDepth = 64;
+// Busy-poll windows (see EventLoop): an owner's reply loop and a worker's task loop keep
+// polling this long after each event; a Get keeps checking this long before it sleeps.
+inline constexpr std::chrono::microseconds kLoopSpin{50};
+inline constexpr std::chrono::microseconds kGetSpin{100};
 // How often the node reaps exited worker processes.
 inline constexpr std::chrono::milliseconds kWorkerReapInterval{100};
 // A worker that has not registered this long after its start is killed.

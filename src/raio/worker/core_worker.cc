@@ -1,6 +1,9 @@
 #include "raio/worker/core_worker.h"
 
 #include "absl/strings/str_cat.h"
+#include <sched.h>
+
+#include "raio/common/config.h"
 #include "raio/common/logging.h"
 #include "raio/common/resources.h"
 #include "raio/errors.h"
@@ -19,7 +22,7 @@ CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Co
     : options_(std::move(options)),
       loop_(loop),
       node_(node),
-      submitter_(mu_, ready_cv_, objects_, loop, node, options_.node_id_hex,
+      submitter_(mu_, ready_cv_, completions_, objects_, loop, node, options_.node_id_hex,
                  options_.node_has_gpus) {}
 
 CoreWorker::~CoreWorker() { Shutdown(); }
@@ -93,10 +96,32 @@ void CoreWorker::NotifyBlocked(bool blocked) {
   node_->SendOneWay(blocked ? proto::NOTIFY_BLOCKED : proto::NOTIFY_UNBLOCKED, req);
 }
 
+bool CoreWorker::WaitForCompletionLocked(std::chrono::steady_clock::time_point spin_until,
+                                         absl::Time deadline, bool* blocked) {
+  if (std::chrono::steady_clock::now() < spin_until) {
+    uint64_t seen = completions_.load(std::memory_order_acquire);
+    mu_.Unlock();
+    while (completions_.load(std::memory_order_acquire) == seen &&
+           std::chrono::steady_clock::now() < spin_until) {
+      sched_yield();
+    }
+    mu_.Lock();
+    return false;
+  }
+  if (!*blocked && tls_executing_task && !options_.is_driver) {
+    *blocked = true;
+    NotifyBlocked(true);
+  }
+  return ready_cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline;
+}
+
 internal::ObjectBuffer CoreWorker::Get(const ObjectId& id,
                                        std::optional<std::chrono::microseconds> timeout) {
   if (id.IsNil()) throw ObjectLostError("Get on a nil ObjectRef");
   absl::Time deadline = timeout ? absl::Now() + absl::FromChrono(*timeout) : absl::InfiniteFuture();
+  auto spin_until = std::chrono::steady_clock::now() +
+                    std::min<std::chrono::microseconds>(
+                        config::kGetSpin, timeout.value_or(config::kGetSpin));
   bool blocked = false;
   absl::MutexLock lock(&mu_);
   while (true) {
@@ -111,11 +136,7 @@ internal::ObjectBuffer CoreWorker::Get(const ObjectId& id,
       if (e->error) ThrowError(*e->error, id);
       return e->value;
     }
-    if (!blocked && tls_executing_task && !options_.is_driver) {
-      blocked = true;
-      NotifyBlocked(true);
-    }
-    if (ready_cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline) {
+    if (WaitForCompletionLocked(spin_until, deadline, &blocked)) {
       if (blocked) NotifyBlocked(false);
       throw GetTimeoutError(absl::StrCat("object ", id.Hex(), " was not ready within ",
                                          timeout ? timeout->count() : 0,
@@ -127,6 +148,9 @@ internal::ObjectBuffer CoreWorker::Get(const ObjectId& id,
 std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_objects,
                                    std::optional<std::chrono::microseconds> timeout) {
   absl::Time deadline = timeout ? absl::Now() + absl::FromChrono(*timeout) : absl::InfiniteFuture();
+  auto spin_until = std::chrono::steady_clock::now() +
+                    std::min<std::chrono::microseconds>(
+                        config::kGetSpin, timeout.value_or(config::kGetSpin));
   std::vector<bool> ready(ids.size(), false);
   bool blocked = false;
   absl::MutexLock lock(&mu_);
@@ -140,11 +164,7 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_obj
       n += ready[i] ? 1 : 0;
     }
     if (n >= num_objects) break;
-    if (!blocked && tls_executing_task && !options_.is_driver) {
-      blocked = true;
-      NotifyBlocked(true);
-    }
-    if (ready_cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline) break;
+    if (WaitForCompletionLocked(spin_until, deadline, &blocked)) break;
   }
   if (blocked) NotifyBlocked(false);
   return ready;

@@ -64,6 +64,11 @@ class CoreWorker {
 
  private:
   void NotifyBlocked(bool blocked);
+  // Waits (mu_ held) for any completion: first by spinning until `spin_until` with mu_
+  // released, then on the condition variable until `deadline`. Returns true on timeout.
+  bool WaitForCompletionLocked(std::chrono::steady_clock::time_point spin_until,
+                               absl::Time deadline, bool* blocked)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   [[noreturn]] void ThrowError(const proto::ErrorInfo& error, const ObjectId& id);
 
   Options options_;
@@ -71,6 +76,7 @@ class CoreWorker {
   std::shared_ptr<rpc::Connection> node_;
   absl::Mutex mu_;
   absl::CondVar ready_cv_;
+  std::atomic<uint64_t> completions_{0};
   ObjectTable objects_ ABSL_GUARDED_BY(mu_);
   TaskSubmitter submitter_;
   uint64_t next_task_seq_ ABSL_GUARDED_BY(mu_) = 1;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "raio/common/config.h"
 #include "raio/common/logging.h"
 #include "raio/common/process.h"
 #include "raio/errors.h"
@@ -18,27 +19,21 @@
 
 namespace raio::worker {
 
-TaskExecutor::TaskExecutor(EventLoop& loop, std::string node_id_hex)
-    : loop_(loop), node_id_hex_(std::move(node_id_hex)) {}
+TaskExecutor::TaskExecutor() : loop_("raio-exec", config::kLoopSpin) {}
 
 TaskExecutor::~TaskExecutor() { Stop(); }
 
 absl::Status TaskExecutor::Listen(const std::string& socket_path) {
-  std::promise<absl::Status> done;
-  auto fut = done.get_future();
-  loop_.Post([&] {
-    auto l = rpc::Listener::ListenUnix(
-        loop_.io(), socket_path, [this](std::shared_ptr<rpc::Connection> conn) {
-          conn->Start(
-              [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
-                     std::string_view body) { OnRequest(c, h, body); },
-              nullptr);
-        });
-    if (!l.ok()) return done.set_value(l.status());
-    listener_ = std::move(*l);
-    done.set_value(absl::OkStatus());
-  });
-  return fut.get();
+  auto l = rpc::Listener::ListenUnix(
+      loop_.io(), socket_path, [this](std::shared_ptr<rpc::Connection> conn) {
+        conn->Start(
+            [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                   std::string_view body) { OnRequest(c, h, body); },
+            nullptr);
+      });
+  if (!l.ok()) return l.status();
+  listener_ = std::move(*l);
+  return absl::OkStatus();
 }
 
 void TaskExecutor::OnRequest(const std::shared_ptr<rpc::Connection>& conn,
@@ -54,40 +49,20 @@ void TaskExecutor::OnRequest(const std::shared_ptr<rpc::Connection>& conn,
     }
     return;
   }
-  Pending p{conn, h, {}};
-  if (!p.request.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+  if (!request_.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
     conn->ReplyError(h, absl::InvalidArgumentError("malformed PushTaskRequest"));
     return;
   }
-  absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(p));
+  Execute(conn, h);
 }
 
-void TaskExecutor::Stop() {
-  absl::MutexLock lock(&mu_);
-  stopped_ = true;
-}
+void TaskExecutor::Stop() { loop_.Stop(); }
 
-void TaskExecutor::Run() {
-  while (true) {
-    Pending task;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](TaskExecutor* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return self->stopped_ || !self->queue_.empty();
-          },
-          this));
-      if (stopped_) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    Execute(task);
-  }
-}
+void TaskExecutor::Run() { loop_.RunInThisThread(); }
 
-void TaskExecutor::Execute(Pending& task) {
-  const proto::TaskSpec& spec = task.request.spec();
+void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn,
+                           const rpc::FrameHeader& h) {
+  const proto::TaskSpec& spec = request_.spec();
   proto::PushTaskReply reply;
   auto fail = [&](proto::ErrorType type, std::string type_name, std::string message) {
     auto* e = reply.mutable_error();
@@ -98,8 +73,8 @@ void TaskExecutor::Execute(Pending& task) {
     e->set_node_id(node_id_hex_);
   };
   // GPU visibility: exactly the ids granted with the lease.
-  if (task.request.node_has_gpus() || task.request.gpu_ids_size() > 0) {
-    std::string visible = absl::StrJoin(task.request.gpu_ids(), ",");
+  if (request_.node_has_gpus() || request_.gpu_ids_size() > 0) {
+    std::string visible = absl::StrJoin(request_.gpu_ids(), ",");
     if (!cuda_set_ || visible != last_cuda_visible_devices_) {
       ::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1);
       last_cuda_visible_devices_ = visible;
@@ -134,7 +109,7 @@ void TaskExecutor::Execute(Pending& task) {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - start);
   reply.set_exec_duration_us(static_cast<uint64_t>(us.count()));
-  task.conn->Reply(task.header, reply);
+  conn->Reply(h, reply);
 }
 
 }  // namespace raio::worker

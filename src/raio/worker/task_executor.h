@@ -1,13 +1,13 @@
 // TaskExecutor: the worker side of PUSH_TASK. Accepts owners' connections on the
-// worker's Unix socket, queues pushed tasks in arrival order (per owner that is
-// submission order) and runs them one at a time on the thread that calls Run() (the
-// worker process's main thread). Each reply carries the msgpack result, or the error:
+// worker's Unix socket and runs pushed tasks one at a time, in arrival order (per owner
+// that is submission order), inline on its own busy-polling event loop, which Run()
+// drives on the calling thread (the worker process's main thread). Tasks pushed while
+// one runs wait in the socket buffer. Each reply carries the msgpack result, or the error:
 // TASK_ERROR with the exception's demangled type and message, FUNCTION_NOT_FOUND,
 // SERIALIZATION.
-// Threading: Listen/Stop from any thread; handlers on the loop; Run() on one thread.
+// Threading: Listen before Run; Stop from any thread; everything else on Run's thread.
 #pragma once
 
-#include <deque>
 #include <memory>
 #include <string>
 
@@ -20,7 +20,7 @@ namespace raio::worker {
 
 class TaskExecutor {
  public:
-  TaskExecutor(EventLoop& loop, std::string node_id_hex);
+  TaskExecutor();
   ~TaskExecutor();
 
   absl::Status Listen(const std::string& socket_path);
@@ -32,21 +32,14 @@ class TaskExecutor {
   void Stop();
 
  private:
-  struct Pending {
-    std::shared_ptr<rpc::Connection> conn;
-    rpc::FrameHeader header;
-    proto::PushTaskRequest request;
-  };
   void OnRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                  std::string_view body);
-  void Execute(Pending& task);
+  void Execute(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h);
 
-  EventLoop& loop_;
+  EventLoop loop_;
   std::string node_id_hex_;
   std::unique_ptr<rpc::Listener> listener_;
-  absl::Mutex mu_;
-  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  proto::PushTaskRequest request_;  // reused for every task
   std::string last_cuda_visible_devices_;
   bool cuda_set_ = false;
 };

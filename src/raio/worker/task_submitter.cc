@@ -39,11 +39,13 @@ void AppendArrayHeader(std::string* out, uint32_t n) {
 }
 }  // namespace
 
-TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv, ObjectTable& objects,
+TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv,
+                             std::atomic<uint64_t>& completions, ObjectTable& objects,
                              EventLoop& loop, std::shared_ptr<rpc::Connection> node,
                              std::string node_id_hex, bool node_has_gpus)
     : mu_(mu),
       ready_cv_(ready_cv),
+      completions_(completions),
       objects_(objects),
       loop_(loop),
       node_(std::move(node)),
@@ -234,6 +236,7 @@ void TaskSubmitter::Complete(TaskEntry* t, internal::ObjectBuffer value,
   tasks_.erase(t);  // frees t
   std::vector<TaskEntry*> dependents =
       error ? objects_.SetError(id, std::move(error)) : objects_.SetValue(id, std::move(value));
+  completions_.fetch_add(1, std::memory_order_release);
   ready_cv_.SignalAll();
   if (!dependents.empty()) OnDependenciesReady(std::move(dependents));
 }

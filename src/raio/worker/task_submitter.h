@@ -7,6 +7,7 @@
 // mutex held (`mu`). Replies arrive on the CoreWorker's loop thread, which takes it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -61,7 +62,8 @@ struct SchedulingClass {
 
 class TaskSubmitter {
  public:
-  TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv, ObjectTable& objects, EventLoop& loop,
+  TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv, std::atomic<uint64_t>& completions,
+                ObjectTable& objects, EventLoop& loop,
                 std::shared_ptr<rpc::Connection> node, std::string node_id_hex,
                 bool node_has_gpus);
   ~TaskSubmitter();
@@ -105,6 +107,7 @@ class TaskSubmitter {
 
   absl::Mutex& mu_;
   absl::CondVar& ready_cv_;
+  std::atomic<uint64_t>& completions_;  // bumped on every completion; Get spins on it
   ObjectTable& objects_;
   EventLoop& loop_;
   std::shared_ptr<rpc::Connection> node_;
