@@ -67,6 +67,13 @@ class SerializationError : public RaioException {
   using RaioException::RaioException;
 };
 
+// The node's shared-memory object store cannot make room for an object even after
+// evicting and spilling. The message gives the object's size and the store's capacity,
+// bytes in use and bytes pinned.
+class ObjectStoreFullError : public RaioException {
+  using RaioException::RaioException;
+};
+
 // The object's value is gone: freed, never owned by this process, or its node/cluster died.
 class ObjectLostError : public RaioException {
   using RaioException::RaioException;

@@ -48,7 +48,7 @@ class ObjectRef {
   bool IsNil() const { return id_.IsNil(); }
 
   // Blocks until the object is ready and returns its value (a copy deserialized from the
-  // stored bytes). Throws the object's error: TaskError (the function threw),
+  // stored bytes; for T = raio::Buffer a zero-copy view). Throws the object's error: TaskError (the function threw),
   // WorkerCrashedError, UnschedulableError, RemoteFunctionNotFoundError,
   // SerializationError (T does not match the stored value), ObjectLostError.
   T Get() const { return Decode(internal::GetObject(id_, std::nullopt)); }
@@ -61,12 +61,23 @@ class ObjectRef {
         id_, std::chrono::duration_cast<std::chrono::microseconds>(timeout)));
   }
 
+  // For ObjectRef<std::vector<E>> with arithmetic E: a read-only view of the elements.
+  // An object in this node's shared-memory store is mapped in place (nothing copied) and
+  // stays pinned while the view lives; a small inline object is viewed in this process.
+  // Blocks like Get(); throws like Get().
+  template <typename U = T>
+    requires internal::ArrayTraits<U>::value
+  ArrayView<typename internal::ArrayTraits<U>::Element> GetView() const {
+    return internal::DecodeView<typename internal::ArrayTraits<U>::Element>(
+        internal::GetObject(id_, std::nullopt));
+  }
+
  private:
-  static T Decode(const internal::ObjectBuffer& bytes) {
+  static T Decode(const internal::ValueView& value) {
     if constexpr (std::is_void_v<T>) {
-      (void)bytes;
+      (void)value;
     } else {
-      return internal::Unpack<T>(*bytes);
+      return internal::Decode<T>(value);
     }
   }
   void Reset() {

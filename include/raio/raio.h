@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "raio/buffer.h"
 #include "raio/errors.h"
 #include "raio/object_ref.h"
 #include "raio/remote.h"
@@ -41,6 +42,9 @@ struct InitOptions {
   std::map<std::string, double> resources;
   // Embedded cluster only: the "memory" resource in bytes [70% of RAM].
   std::optional<double> memory_bytes;
+  // Embedded cluster only: size of the node's shared-memory object store in bytes
+  // [30% of RAM].
+  std::optional<uint64_t> object_store_memory_bytes;
 };
 
 // Starts raio in this process. With no address (and no RAIO_ADDRESS) it starts an
@@ -62,11 +66,28 @@ void Shutdown();
 bool IsInitialized();
 
 // Stores `value` as an object owned by this process and returns a reference to it.
-// Never blocks on other processes. Throws InvalidUsageError before Init.
+// Values of 100 KiB or more go to the node's shared-memory store, written once (an
+// arithmetic std::vector or a Buffer is copied straight from its memory; other types are
+// serialized, then copied); smaller ones stay in this process.
+// Throws InvalidUsageError before Init, ObjectStoreFullError when the store cannot make
+// room even after spilling (the message gives the sizes).
 template <typename T>
 ObjectRef<std::decay_t<T>> Put(const T& value) {
-  return ObjectRef<std::decay_t<T>>(internal::PutObject(internal::Pack(value)),
-                                    typename ObjectRef<std::decay_t<T>>::Adopt{});
+  using D = std::decay_t<T>;
+  ObjectId id;
+  if constexpr (std::is_same_v<D, Buffer>) {
+    id = internal::PutObject(internal::ValueFormat::kRaw, internal::DType::kNone, value.data(),
+                             value.size());
+  } else if constexpr (internal::ArrayTraits<D>::value) {
+    using E = typename internal::ArrayTraits<D>::Element;
+    id = internal::PutObject(internal::ValueFormat::kArray, internal::DTypeOf<E>(), value.data(),
+                             value.size() * sizeof(E));
+  } else {
+    std::string bytes = internal::Pack(value);
+    id = internal::PutObject(internal::ValueFormat::kMsgpack, internal::DType::kNone, bytes.data(),
+                             bytes.size());
+  }
+  return ObjectRef<D>(id, typename ObjectRef<D>::Adopt{});
 }
 
 // Returns the values of all `refs`, in order; blocks until all are ready. Throws the

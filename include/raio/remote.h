@@ -36,13 +36,13 @@ FunctionKey KeyOf(R (*fn)(A...)) {
 }
 
 template <typename Tuple, std::size_t... I>
-Tuple UnpackArgs(const std::vector<std::string_view>& args, std::index_sequence<I...>) {
-  return Tuple{Unpack<std::tuple_element_t<I, Tuple>>(args[I])...};
+Tuple UnpackArgs(const std::vector<ValueView>& args, std::index_sequence<I...>) {
+  return Tuple{Decode<std::tuple_element_t<I, Tuple>>(args[I])...};
 }
 
 // Decodes the arguments, calls the function and encodes its result.
 template <typename R, typename... A>
-std::string Invoke(const void* key, const std::vector<std::string_view>& args) {
+EncodedValue Invoke(const void* key, const std::vector<ValueView>& args) {
   auto fn = reinterpret_cast<R (*)(A...)>(reinterpret_cast<FunctionKey>(const_cast<void*>(key)));
   if (args.size() != sizeof...(A)) {
     throw SerializationError("expected " + std::to_string(sizeof...(A)) + " arguments, got " +
@@ -52,9 +52,9 @@ std::string Invoke(const void* key, const std::vector<std::string_view>& args) {
   Tuple values = UnpackArgs<Tuple>(args, std::index_sequence_for<A...>{});
   if constexpr (std::is_void_v<R>) {
     std::apply(fn, std::move(values));
-    return PackNil();
+    return EncodedValue{ValueFormat::kMsgpack, DType::kNone, PackNil()};
   } else {
-    return Pack(std::apply(fn, std::move(values)));
+    return Encode(std::apply(fn, std::move(values)));
   }
 }
 
@@ -64,9 +64,8 @@ std::string FunctionNameFromMacroText(std::string_view text);
 // Splits "a, RAIO_FUNC(b, int, int)" at top-level commas.
 std::vector<std::string> SplitMacroList(std::string_view text);
 
-void RegisterFunctionWithInvoker(const std::string& name, const void* key,
-                                 std::string (*invoker)(const void*,
-                                                        const std::vector<std::string_view>&));
+using Invoker = EncodedValue (*)(const void* key, const std::vector<ValueView>& args);
+void RegisterFunctionWithInvoker(const std::string& name, const void* key, Invoker invoker);
 
 template <typename R, typename... A>
 void RegisterOne(const std::string& name, R (*fn)(A...)) {

@@ -1,15 +1,27 @@
-// Value encoding for task arguments, results and Put: msgpack (msgpack-cxx).
-// Builtins, std::string and STL containers work as they are; a user struct opts in with
-// RAIO_SERIALIZE(field1, field2, ...) inside its definition.
+// Value encoding for task arguments, results and Put.
+//
+// Three formats:
+// - msgpack (msgpack-cxx): builtins, std::string, STL containers, and user structs that
+//   opt in with RAIO_SERIALIZE(field1, field2, ...) inside their definition;
+// - arrays: std::vector<E> of an arithmetic E (not bool) is stored as its raw bytes with
+//   a dtype tag, so that a reader on the same node can view it in place (ArrayView) and
+//   a Put copies it exactly once;
+// - raw bytes: raio::Buffer.
 // Thread-safety: stateless functions.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <typeinfo>
+#include <vector>
 
 #include <msgpack.hpp>
 
+#include "raio/buffer.h"
 #include "raio/errors.h"
 
 // Makes a struct serializable: list its fields, in order, inside the struct.
@@ -18,6 +30,49 @@
 
 namespace raio {
 namespace internal {
+
+enum class ValueFormat : uint8_t { kMsgpack = 0, kRaw = 1, kArray = 2 };
+enum class DType : uint8_t { kNone = 0, kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64, kF32, kF64, kChar };
+
+template <typename E>
+constexpr DType DTypeOf() {
+  if constexpr (std::is_same_v<E, char>) return DType::kChar;
+  else if constexpr (std::is_same_v<E, float>) return DType::kF32;
+  else if constexpr (std::is_same_v<E, double>) return DType::kF64;
+  else if constexpr (std::is_signed_v<E> && sizeof(E) == 1) return DType::kI8;
+  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 1) return DType::kU8;
+  else if constexpr (std::is_signed_v<E> && sizeof(E) == 2) return DType::kI16;
+  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 2) return DType::kU16;
+  else if constexpr (std::is_signed_v<E> && sizeof(E) == 4) return DType::kI32;
+  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 4) return DType::kU32;
+  else if constexpr (std::is_signed_v<E> && sizeof(E) == 8) return DType::kI64;
+  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 8) return DType::kU64;
+  else return DType::kNone;
+}
+
+// Which std::vector types are stored as raw arrays.
+template <typename T>
+struct ArrayTraits : std::false_type {};
+template <typename E>
+  requires(std::is_arithmetic_v<E> && !std::is_same_v<E, bool> && !std::is_same_v<E, long double>)
+struct ArrayTraits<std::vector<E>> : std::true_type {
+  using Element = E;
+};
+
+// A value to be sent or stored: its format and bytes.
+struct EncodedValue {
+  ValueFormat format = ValueFormat::kMsgpack;
+  DType dtype = DType::kNone;
+  std::string bytes;
+};
+
+// A read-only view of a stored value; `keeper` keeps the bytes (and any store pin) alive.
+struct ValueView {
+  ValueFormat format = ValueFormat::kMsgpack;
+  DType dtype = DType::kNone;
+  std::string_view bytes;
+  std::shared_ptr<const void> keeper;
+};
 
 // Appends msgpack output straight into a std::string.
 struct StringWriter {
@@ -50,6 +105,62 @@ T Unpack(std::string_view bytes) {
     throw SerializationError(std::string("cannot decode a value as ") + typeid(T).name() +
                              ": " + e.what());
   }
+}
+
+// Encodes a value in its format (see the file comment).
+template <typename T>
+EncodedValue Encode(const T& value) {
+  EncodedValue out;
+  if constexpr (std::is_same_v<T, Buffer>) {
+    out.format = ValueFormat::kRaw;
+    out.bytes.assign(reinterpret_cast<const char*>(value.data()), value.size());
+  } else if constexpr (ArrayTraits<T>::value) {
+    using E = typename ArrayTraits<T>::Element;
+    out.format = ValueFormat::kArray;
+    out.dtype = DTypeOf<E>();
+    out.bytes.assign(reinterpret_cast<const char*>(value.data()), value.size() * sizeof(E));
+  } else {
+    out.bytes = Pack(value);
+  }
+  return out;
+}
+
+// Decodes a stored value as T. Throws SerializationError when it holds another type.
+template <typename T>
+T Decode(const ValueView& v) {
+  if constexpr (std::is_same_v<T, Buffer>) {
+    return Buffer(v.keeper, reinterpret_cast<const uint8_t*>(v.bytes.data()), v.bytes.size());
+  } else {
+    if constexpr (ArrayTraits<T>::value) {
+      using E = typename ArrayTraits<T>::Element;
+      if (v.format == ValueFormat::kArray) {
+        if (v.dtype != DTypeOf<E>() || v.bytes.size() % sizeof(E) != 0) {
+          throw SerializationError(std::string("the object is an array of another element type, "
+                                               "not ") + typeid(T).name());
+        }
+        T out(v.bytes.size() / sizeof(E));
+        if (!out.empty()) std::memcpy(out.data(), v.bytes.data(), v.bytes.size());
+        return out;
+      }
+    }
+    if (v.format != ValueFormat::kMsgpack) {
+      throw SerializationError(std::string("the object holds ") +
+                               (v.format == ValueFormat::kRaw ? "raw bytes" : "an array") +
+                               ", not a " + typeid(T).name());
+    }
+    return Unpack<T>(v.bytes);
+  }
+}
+
+// A zero-copy array view of a stored value when it is an array of E; otherwise decodes.
+template <typename E>
+ArrayView<E> DecodeView(const ValueView& v) {
+  if (v.format == ValueFormat::kArray && v.dtype == DTypeOf<E>() && v.bytes.size() % sizeof(E) == 0 &&
+      reinterpret_cast<uintptr_t>(v.bytes.data()) % alignof(E) == 0) {
+    return ArrayView<E>(v.keeper, reinterpret_cast<const E*>(v.bytes.data()),
+                        v.bytes.size() / sizeof(E));
+  }
+  return ArrayView<E>(Decode<std::vector<E>>(v));
 }
 
 }  // namespace internal

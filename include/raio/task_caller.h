@@ -58,8 +58,10 @@ TaskArg MakeArg(A&& arg) {
     out.kind = TaskArg::Kind::kObjectRefList;
     out.refs.reserve(arg.size());
     for (const auto& ref : arg) out.refs.push_back(ref.ID());
+  } else if constexpr (std::is_same_v<AD, PD>) {
+    out.value = Encode(arg);
   } else {
-    out.value = Pack(static_cast<PD>(std::forward<A>(arg)));
+    out.value = Encode(static_cast<PD>(std::forward<A>(arg)));
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "raio/internal/object_id.h"
+#include "raio/serialization.h"
 
 namespace raio {
 namespace internal {
@@ -20,7 +21,7 @@ namespace internal {
 struct TaskArg {
   enum class Kind { kValue, kObjectRef, kObjectRefList };
   Kind kind = Kind::kValue;
-  std::string value;               // kValue: msgpack bytes of the parameter's type
+  EncodedValue value;              // kValue: the parameter's value
   std::vector<ObjectId> refs;      // kObjectRef: one id; kObjectRefList: many
 };
 
@@ -31,8 +32,6 @@ struct TaskOptions {
   int max_retries = 3;
 };
 
-// Serialized bytes of a ready object; shared so that many readers copy nothing.
-using ObjectBuffer = std::shared_ptr<const std::string>;
 
 // Submits `function_name` with `args`. Returns the id of its return object, holding one
 // local reference that the caller adopts (ObjectRef's adopting constructor).
@@ -40,14 +39,17 @@ using ObjectBuffer = std::shared_ptr<const std::string>;
 ObjectId SubmitTask(const std::string& function_name, std::vector<TaskArg> args,
                     const TaskOptions& options);
 
-// Stores msgpack `bytes` as a new object owned by this process; returns its id with one
-// adopted local reference.
-ObjectId PutObject(std::string bytes);
+// Stores `size` bytes at `data` (in `format`) as a new object owned by this process,
+// copying them once: into the node's shared-memory store when `size` is at least the
+// inline threshold (100 KiB), else into this process. Returns its id with one adopted
+// local reference. Throws ObjectStoreFullError when the store cannot make room.
+ObjectId PutObject(ValueFormat format, DType dtype, const void* data, std::size_t size);
 
-// Blocks until the object is ready or `timeout` passes (nullopt: no limit). Returns its
-// bytes or throws the object's error (TaskError, WorkerCrashedError, ...) or
+// Blocks until the object is ready or `timeout` passes (nullopt: no limit). Returns a
+// view of its bytes (mapped from the shared-memory store, pinned while the view's keeper
+// lives) or throws the object's error (TaskError, WorkerCrashedError, ...) or
 // GetTimeoutError.
-ObjectBuffer GetObject(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
+ValueView GetObject(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
 
 // Waits until `num_objects` of `ids` are ready or `timeout` passes. Returns a flag per id
 // (true = ready; failed objects count as ready).

@@ -26,6 +26,12 @@ absl::StatusOr<ResourceSet> NodeResources(const LocalClusterOptions& options) {
   return ResourceSet::FromMap(m);
 }
 
+uint64_t ObjectStoreBytes(const LocalClusterOptions& options) {
+  if (options.object_store_bytes) return *options.object_store_bytes;
+  return static_cast<uint64_t>(static_cast<double>(DetectMemoryBytes()) *
+                               config::kDefaultObjectStoreFraction);
+}
+
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     const LocalClusterOptions& options) {
   auto total = NodeResources(options);
@@ -46,8 +52,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   }
   cluster->head_ = std::move(*head);
   std::string connect_host = options.host == "0.0.0.0" ? "127.0.0.1" : options.host;
-  auto node = node::NodeManager::Create(
-      {cluster->session_dir_, absl::StrCat(connect_host, ":", cluster->head_->port()), *total});
+  auto node = node::NodeManager::Create({cluster->session_dir_,
+                                        absl::StrCat(connect_host, ":", cluster->head_->port()),
+                                        *total, ObjectStoreBytes(options)});
   if (!node.ok()) {
     cluster->Stop();
     return node.status();

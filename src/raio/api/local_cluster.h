@@ -20,6 +20,7 @@ struct LocalClusterOptions {
   std::optional<double> num_cpus;
   std::optional<double> num_gpus;
   std::optional<double> memory_bytes;
+  std::optional<uint64_t> object_store_bytes;
   std::map<std::string, double> resources;
   std::function<void()> on_shutdown_request;
 };
@@ -41,6 +42,8 @@ class LocalCluster {
   std::unique_ptr<node::NodeManager> node_;
 };
 
+// The object store size: the option, else 30% of RAM.
+uint64_t ObjectStoreBytes(const LocalClusterOptions& options);
 // The resources a node offers: detected CPUs and memory unless overridden, GPUs as given.
 absl::StatusOr<ResourceSet> NodeResources(const LocalClusterOptions& options);
 

@@ -93,11 +93,17 @@ std::shared_ptr<worker::CoreWorker> CoreOrThrow() {
     _exit(2);
   }
   executor->set_node_id(r.node_id());
+  auto store = worker::StoreClient::Create(*node, r.object_store_path(), r.object_store_bytes());
+  if (!store.ok()) {
+    RAIO_LOG_ERROR("worker cannot map the object store: {}", store.status().message());
+    _exit(2);
+  }
   {
     std::lock_guard<std::mutex> lock(g_mu);
     g_core = std::make_shared<worker::CoreWorker>(
         worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), r.node_has_gpus()},
-        *loop, *node);
+        *loop, *node, std::move(*store));
+    executor->set_store(&g_core->store());
   }
   executor->Run();
   _exit(0);
@@ -138,8 +144,10 @@ void JoinCluster(DriverRuntime& rt, const std::string& address) {
     if (auto core = weak_core->lock()) core->OnNodeLost(std::string(reason.message()));
     delete weak_core;
   });
+  WorkerId driver_id = RandomId<WorkerId>();
   proto::RegisterDriverRequest reg;
   reg.set_job_id(jr.job_id());
+  reg.set_worker_id(driver_id.Binary());
   reg.set_executable(SelfExecutablePath());
   char cwd[4096];
   if (getcwd(cwd, sizeof(cwd)) != nullptr) reg.set_working_dir(cwd);
@@ -152,10 +160,15 @@ void JoinCluster(DriverRuntime& rt, const std::string& address) {
         "the node daemon refused this driver: ",
         dreply.ok() ? "malformed reply" : std::string(dreply.status().message())));
   }
+  auto store = worker::StoreClient::Create(rt.node, dr.object_store_path(),
+                                           dr.object_store_bytes());
+  if (!store.ok()) {
+    throw ClusterUnavailableError(absl::StrCat("cannot map the node's object store: ",
+                                               store.status().message()));
+  }
   rt.core = std::make_shared<worker::CoreWorker>(
-      worker::CoreWorker::Options{RandomId<WorkerId>(), /*is_driver=*/true, dr.node_id(),
-                                  dr.node_has_gpus()},
-      *rt.loop, rt.node);
+      worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), dr.node_has_gpus()},
+      *rt.loop, rt.node, std::move(*store));
   *weak_core = rt.core;
 }
 
@@ -193,6 +206,7 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
       lo.num_gpus = options.num_gpus;
       lo.memory_bytes = options.memory_bytes;
       lo.resources = options.resources;
+      lo.object_store_bytes = options.object_store_memory_bytes;
       auto cluster = api::LocalCluster::Create(lo);
       if (!cluster.ok()) {
         if (cluster.status().code() == absl::StatusCode::kInvalidArgument) {
@@ -204,7 +218,7 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
       rt->cluster = std::move(*cluster);
       address = rt->cluster->head_address();
     } else if (options.num_cpus || options.num_gpus || options.memory_bytes ||
-               !options.resources.empty()) {
+               options.object_store_memory_bytes || !options.resources.empty()) {
       throw InvalidUsageError(
           "raio::Init: num_cpus/num_gpus/memory/resources apply to an embedded cluster only; "
           "pass them to `raio start` for a standalone cluster");
@@ -243,9 +257,11 @@ ObjectId SubmitTask(const std::string& function_name, std::vector<TaskArg> args,
   return CoreOrThrow()->SubmitTask(function_name, std::move(args), options);
 }
 
-ObjectId PutObject(std::string bytes) { return CoreOrThrow()->Put(std::move(bytes)); }
+ObjectId PutObject(ValueFormat format, DType dtype, const void* data, std::size_t size) {
+  return CoreOrThrow()->Put(format, dtype, data, size);
+}
 
-ObjectBuffer GetObject(const ObjectId& id, std::optional<std::chrono::microseconds> timeout) {
+ValueView GetObject(const ObjectId& id, std::optional<std::chrono::microseconds> timeout) {
   return CoreOrThrow()->Get(id, timeout);
 }
 

@@ -150,8 +150,9 @@ const worker::RegisteredFunction& Find(const std::string& name) {
 std::string Call(const std::string& name, const std::vector<std::string>& packed) {
   const worker::RegisteredFunction& f = Find(name);
   if (f.invoker == nullptr) return "";
-  std::vector<std::string_view> views(packed.begin(), packed.end());
-  return f.invoker(f.key, views);
+  std::vector<internal::ValueView> views;
+  for (const auto& p : packed) views.push_back(internal::ValueView{internal::ValueFormat::kMsgpack, internal::DType::kNone, p, nullptr});
+  return f.invoker(f.key, views).bytes;
 }
 
 TEST(RemoteInvokeTest, RegistersUnderMacroNames) {
@@ -188,8 +189,10 @@ TEST(RemoteInvokeTest, VoidFunctionReturnsNil) {
 
 TEST(RemoteInvokeTest, CallsTheTemplateInvokerDirectly) {
   std::string a = Pack(5), b = Pack(6);
+  std::vector<internal::ValueView> args{{internal::ValueFormat::kMsgpack, internal::DType::kNone, a, nullptr},
+                                        {internal::ValueFormat::kMsgpack, internal::DType::kNone, b, nullptr}};
   std::string out = internal::Invoke<int, int, int>(
-      reinterpret_cast<const void*>(internal::KeyOf(&SerializationTestAdd)), {a, b});
+      reinterpret_cast<const void*>(internal::KeyOf(&SerializationTestAdd)), args).bytes;
   EXPECT_EQ(Unpack<int>(out), 11);
 }
 

@@ -30,6 +30,14 @@ inline constexpr std::chrono::microseconds kGetSpin{100};
 inline constexpr std::chrono::milliseconds kWorkerReapInterval{100};
 // A worker that has not registered this long after its start is killed.
 inline constexpr std::chrono::milliseconds kWorkerStartTimeout{30000};
+// Values of at least this many bytes go to the node's shared-memory object store;
+// smaller ones travel inline and live in their owner's process (as in Ray).
+inline constexpr uint64_t kMaxInlineObjectBytes = 100 * 1024;
+// Share of physical RAM given to a node's object store by default (Ray's default).
+inline constexpr double kDefaultObjectStoreFraction = 0.3;
+// The node pre-faults this much of its store in the background at start-up; allocation
+// reuses the lowest (warm) offsets first. The rest is faulted in on first use.
+inline constexpr uint64_t kObjectStorePrefaultBytes = 256ull << 20;
 // Share of physical RAM offered as the "memory" resource by default.
 inline constexpr double kDefaultMemoryFraction = 0.7;
 

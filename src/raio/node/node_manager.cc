@@ -38,6 +38,11 @@ NodeManager::NodeManager(Options options)
 NodeManager::~NodeManager() { Stop(); }
 
 absl::Status NodeManager::Start() {
+  auto store = ObjectStoreService::Create(options_.object_store_bytes,
+                                          options_.session_dir + "/spill",
+                                          config::kObjectStorePrefaultBytes);
+  if (!store.ok()) return store.status();
+  store_ = std::move(*store);
   auto listener = rpc::Listener::ListenUnix(loop_.io(), socket_path_,
                                             [this](ConnPtr c) { OnAccept(std::move(c)); });
   if (!listener.ok()) return listener.status();
@@ -88,6 +93,7 @@ void NodeManager::Stop() {
   leases_.clear();
   pending_.clear();
   reap_timer_.reset();
+  store_.reset();  // unmaps and unlinks the shared memory, removes spill files
 }
 
 void NodeManager::ArmReapTimer() {
@@ -101,7 +107,9 @@ void NodeManager::ArmReapTimer() {
 }
 
 void NodeManager::OnAccept(ConnPtr conn) {
-  peers_[conn.get()] = {conn, Peer{}};
+  Peer peer;
+  peer.client = next_client_id_++;
+  peers_[conn.get()] = {conn, peer};
   conn->Start(
       [this](const ConnPtr& c, const rpc::FrameHeader& h, std::string_view body) {
         OnRequest(c, h, body);
@@ -120,6 +128,11 @@ void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h,
     }
     return false;
   };
+  if (store_) {
+    auto pit = peers_.find(conn.get());
+    ClientId client = pit == peers_.end() ? 0 : pit->second.second.client;
+    if (store_->Handle(conn, client, h, body)) return;
+  }
   switch (h.method) {
     case proto::REGISTER_DRIVER: {
       proto::RegisterDriverRequest req;
@@ -170,11 +183,14 @@ void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHead
   Peer& peer = peers_[conn.get()].second;
   peer.kind = Peer::Kind::kDriver;
   peer.job = req.job_id();
+  peer.worker = WorkerId::FromBinary(req.worker_id());
   drivers_[req.job_id()] = conn;
   pool_.AddJob(req.job_id(), JobConfig{req.executable(), req.working_dir(), req.ld_library_path()});
   proto::RegisterDriverReply reply;
   reply.set_node_id(id_.Hex());
   reply.set_node_has_gpus(has_gpus_);
+  reply.set_object_store_path(store_->shm_path());
+  reply.set_object_store_bytes(store_->capacity_bytes());
   conn->Reply(h, reply);
   // Prestart one worker so that the first task does not wait for a process start.
   if (absl::Status s = pool_.StartWorker(req.job_id()); !s.ok()) {
@@ -197,6 +213,8 @@ void NodeManager::HandleRegisterWorker(const ConnPtr& conn, const rpc::FrameHead
   proto::RegisterWorkerReply reply;
   reply.set_node_id(id_.Hex());
   reply.set_node_has_gpus(has_gpus_);
+  reply.set_object_store_path(store_->shm_path());
+  reply.set_object_store_bytes(store_->capacity_bytes());
   conn->Reply(h, reply);
   ScheduleLeases();
 }
@@ -355,6 +373,7 @@ void NodeManager::OnClose(const ConnPtr& conn) {
   Peer peer = pit->second.second;
   peers_.erase(pit);
   if (stopped_) return;
+  if (store_) store_->OnPeerGone(peer.client, peer.worker);
   if (peer.kind == Peer::Kind::kDriver) {
     OnJobEnded(peer.job);
     return;
@@ -404,6 +423,7 @@ proto::NodeStats NodeManager::BuildStats() const {
     }
     ws->set_state(state);
   }
+  if (store_) store_->FillStats(stats.mutable_object_store());
   for (const auto& id : pending_) {
     auto it = leases_.find(id);
     if (it == leases_.end()) continue;

@@ -22,6 +22,7 @@
 #include "raio/common/ids.h"
 #include "raio/common/resources.h"
 #include "raio/node.pb.h"
+#include "raio/node/object_store_service.h"
 #include "raio/node/scheduler/local_resource_manager.h"
 #include "raio/node/worker_pool/worker_pool.h"
 #include "raio/rpc/listener.h"
@@ -38,6 +39,8 @@ class NodeManager {
     std::string head_address;
     // What this node offers (CPU, GPU, memory, custom).
     ResourceSet total;
+    // Size of the node's shared-memory object store in bytes.
+    uint64_t object_store_bytes = 0;
   };
 
   static absl::StatusOr<std::unique_ptr<NodeManager>> Create(Options options);
@@ -63,7 +66,8 @@ class NodeManager {
   struct Peer {
     enum class Kind { kUnknown, kDriver, kWorker } kind = Kind::kUnknown;
     JobId job = 0;
-    WorkerId worker;
+    WorkerId worker;       // the worker's id, or the driver's core worker id
+    ClientId client = 0;   // object store client id of this connection
   };
 
   explicit NodeManager(Options options);
@@ -102,6 +106,8 @@ class NodeManager {
   bool has_gpus_ = false;
 
   // Loop thread only.
+  std::unique_ptr<ObjectStoreService> store_;
+  ClientId next_client_id_ = 1;
   LocalResourceManager resources_;
   WorkerPool pool_;
   std::map<LeaseId, Lease> leases_;

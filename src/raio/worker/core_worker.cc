@@ -18,10 +18,13 @@ thread_local bool tls_executing_task = false;
 
 void CoreWorker::SetExecutingTask(bool executing) { tls_executing_task = executing; }
 
-CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Connection> node)
+CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Connection> node,
+                       std::unique_ptr<StoreClient> store)
     : options_(std::move(options)),
       loop_(loop),
       node_(node),
+      store_(std::move(store)),
+      objects_([this](const ObjectId& id) { store_->Delete(id); }),
       submitter_(mu_, ready_cv_, completions_, objects_, loop, node, options_.node_id_hex,
                  options_.node_has_gpus) {}
 
@@ -54,15 +57,32 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   if (options.max_retries < 0) {
     throw InvalidUsageError("SetMaxRetries: the count must be >= 0");
   }
+  // Large by-value arguments go to the store first and travel by reference; the task's
+  // argument reference keeps them alive, so the Put's own reference is dropped below.
+  std::vector<ObjectId> auto_put;
+  for (auto& arg : args) {
+    if (arg.kind == internal::TaskArg::Kind::kValue &&
+        arg.value.bytes.size() >= config::kMaxInlineObjectBytes) {
+      ObjectId id = Put(arg.value.format, arg.value.dtype, arg.value.bytes.data(),
+                        arg.value.bytes.size());
+      arg.kind = internal::TaskArg::Kind::kObjectRef;
+      arg.refs = {id};
+      arg.value = {};
+      auto_put.push_back(id);
+    }
+  }
   auto task = std::make_unique<TaskEntry>();
   proto::TaskSpec* spec = task->request.mutable_spec();
   spec->set_function_name(function_name);
+  spec->set_owner_worker_id(options_.worker_id.Binary());
   spec->set_name(options.name);
   task->retries_left = options.max_retries;
   for (std::size_t i = 0; i < args.size(); ++i) {
     proto::TaskArg* a = spec->add_args();
     if (args[i].kind == internal::TaskArg::Kind::kValue) {
-      a->set_value(std::move(args[i].value));
+      a->set_value(std::move(args[i].value.bytes));
+      a->set_format(static_cast<uint32_t>(args[i].value.format));
+      a->set_dtype(static_cast<uint32_t>(args[i].value.dtype));
     } else {
       task->ref_args.emplace_back(static_cast<int>(i), std::move(args[i].refs));
       task->ref_arg_is_list.push_back(args[i].kind == internal::TaskArg::Kind::kObjectRefList);
@@ -77,16 +97,33 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   ObjectId id = task->return_id;
   objects_.Create(id, /*local_refs=*/1);
   submitter_.Submit(std::move(task), *demand);
+  for (const auto& put : auto_put) objects_.RemoveLocalRef(put);
   return id;
 }
 
-ObjectId CoreWorker::Put(std::string bytes) {
+ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, const void* data,
+                         std::size_t size) {
+  ObjectId id;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) throw InvalidUsageError("raio is shut down");
+    id = MakeObjectId(MakeTaskId(options_.worker_id, next_task_seq_++), 0x80000000u);
+  }
+  if (size >= config::kMaxInlineObjectBytes) {
+    absl::Status s = store_->Put(id, options_.worker_id, format, dtype, data, size);
+    if (s.code() == absl::StatusCode::kResourceExhausted) {
+      throw ObjectStoreFullError(std::string(s.message()));
+    }
+    if (!s.ok()) throw ClusterUnavailableError(absl::StrCat("Put failed: ", s.message()));
+    absl::MutexLock lock(&mu_);
+    objects_.Create(id, /*local_refs=*/1);
+    objects_.SetInStore(id);
+    return id;
+  }
+  auto bytes = std::make_shared<const std::string>(static_cast<const char*>(data), size);
   absl::MutexLock lock(&mu_);
-  if (shut_down_) throw InvalidUsageError("raio is shut down");
-  TaskId pseudo = MakeTaskId(options_.worker_id, next_task_seq_++);
-  ObjectId id = MakeObjectId(pseudo, 0x80000000u);
   objects_.Create(id, /*local_refs=*/1);
-  objects_.SetValue(id, std::make_shared<const std::string>(std::move(bytes)));
+  objects_.SetValue(id, internal::ValueView{format, dtype, *bytes, bytes});
   return id;
 }
 
@@ -115,34 +152,48 @@ bool CoreWorker::WaitForCompletionLocked(std::chrono::steady_clock::time_point s
   return ready_cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline;
 }
 
-internal::ObjectBuffer CoreWorker::Get(const ObjectId& id,
-                                       std::optional<std::chrono::microseconds> timeout) {
+internal::ValueView CoreWorker::Get(const ObjectId& id,
+                                    std::optional<std::chrono::microseconds> timeout) {
   if (id.IsNil()) throw ObjectLostError("Get on a nil ObjectRef");
   absl::Time deadline = timeout ? absl::Now() + absl::FromChrono(*timeout) : absl::InfiniteFuture();
   auto spin_until = std::chrono::steady_clock::now() +
                     std::min<std::chrono::microseconds>(
                         config::kGetSpin, timeout.value_or(config::kGetSpin));
   bool blocked = false;
-  absl::MutexLock lock(&mu_);
-  while (true) {
-    if (shut_down_) throw InvalidUsageError("raio is shut down");
-    ObjectEntry* e = objects_.Find(id);
-    if (e == nullptr) {
-      throw ObjectLostError(absl::StrCat("object ", id.Hex(),
-                                         " is not owned by this process or was already freed"));
-    }
-    if (e->ready) {
-      if (blocked) NotifyBlocked(false);
-      if (e->error) ThrowError(*e->error, id);
-      return e->value;
-    }
-    if (WaitForCompletionLocked(spin_until, deadline, &blocked)) {
-      if (blocked) NotifyBlocked(false);
-      throw GetTimeoutError(absl::StrCat("object ", id.Hex(), " was not ready within ",
-                                         timeout ? timeout->count() : 0,
-                                         " us; the task keeps running"));
+  {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      if (shut_down_) throw InvalidUsageError("raio is shut down");
+      ObjectEntry* e = objects_.Find(id);
+      if (e == nullptr) {
+        throw ObjectLostError(absl::StrCat("object ", id.Hex(),
+                                           " is not owned by this process or was already freed"));
+      }
+      if (e->ready) {
+        if (blocked) NotifyBlocked(false);
+        if (e->error) ThrowError(*e->error, id);
+        if (!e->in_store) return e->value;
+        break;  // read from the store below, without holding mu_
+      }
+      if (WaitForCompletionLocked(spin_until, deadline, &blocked)) {
+        if (blocked) NotifyBlocked(false);
+        throw GetTimeoutError(absl::StrCat("object ", id.Hex(), " was not ready within ",
+                                           timeout ? timeout->count() : 0,
+                                           " us; the task keeps running"));
+      }
     }
   }
+  // The caller holds a reference, so the owner (this process) keeps the object alive
+  // while it is pinned and read.
+  auto view = store_->Get(id);
+  if (!view.ok()) {
+    if (view.status().code() == absl::StatusCode::kResourceExhausted) {
+      throw ObjectStoreFullError(std::string(view.status().message()));
+    }
+    throw ObjectLostError(absl::StrCat("object ", id.Hex(), " could not be read from the store: ",
+                                       view.status().message()));
+  }
+  return *view;
 }
 
 std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_objects,
@@ -199,6 +250,8 @@ void CoreWorker::ThrowError(const proto::ErrorInfo& e, const ObjectId& id) {
       throw SerializationError(e.message());
     case proto::NODE_DIED:
       throw ClusterUnavailableError(e.message());
+    case proto::OBJECT_STORE_FULL:
+      throw ObjectStoreFullError(e.message());
     default:
       throw ObjectLostError(absl::StrCat("object ", id.Hex(), ": ", e.message()));
   }

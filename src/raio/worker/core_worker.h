@@ -22,6 +22,7 @@
 #include "raio/internal/runtime.h"
 #include "raio/rpc/connection.h"
 #include "raio/worker/object_table.h"
+#include "raio/worker/store_client.h"
 #include "raio/worker/task_submitter.h"
 
 namespace raio::worker {
@@ -35,16 +36,19 @@ class CoreWorker {
     bool node_has_gpus = false;
   };
 
-  // `loop` must outlive the CoreWorker; `node` is a started connection on that loop.
-  CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Connection> node);
+  // `loop` must outlive the CoreWorker; `node` is a started connection on that loop;
+  // `store` maps the node's object store.
+  CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Connection> node,
+             std::unique_ptr<StoreClient> store);
   ~CoreWorker();
 
   // See include/raio/internal/runtime.h for contracts; errors are thrown as raio::
   // exceptions.
   ObjectId SubmitTask(const std::string& function_name, std::vector<internal::TaskArg> args,
                       const internal::TaskOptions& options);
-  ObjectId Put(std::string bytes);
-  internal::ObjectBuffer Get(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
+  ObjectId Put(internal::ValueFormat format, internal::DType dtype, const void* data,
+               std::size_t size);
+  internal::ValueView Get(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
   std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
                          std::optional<std::chrono::microseconds> timeout);
   void AddLocalReference(const ObjectId& id);
@@ -60,6 +64,7 @@ class CoreWorker {
   static void SetExecutingTask(bool executing);
 
   std::size_t NumOwnedObjects();
+  StoreClient& store() { return *store_; }
   const Options& options() const { return options_; }
 
  private:
@@ -74,6 +79,7 @@ class CoreWorker {
   Options options_;
   EventLoop& loop_;
   std::shared_ptr<rpc::Connection> node_;
+  std::unique_ptr<StoreClient> store_;
   absl::Mutex mu_;
   absl::CondVar ready_cv_;
   std::atomic<uint64_t> completions_{0};

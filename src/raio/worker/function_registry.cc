@@ -29,9 +29,7 @@ const RegisteredFunction* FindFunctionByName(const std::string& name) {
 
 namespace raio::internal {
 
-void RegisterFunctionWithInvoker(const std::string& name, const void* key,
-                                 std::string (*invoker)(const void*,
-                                                        const std::vector<std::string_view>&)) {
+void RegisterFunctionWithInvoker(const std::string& name, const void* key, Invoker invoker) {
   auto& r = worker::GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
   if (r.by_name.count(name)) return;

@@ -8,9 +8,11 @@
 #include <string_view>
 #include <vector>
 
+#include "raio/remote.h"
+
 namespace raio::worker {
 
-using InvokerFn = std::string (*)(const void* key, const std::vector<std::string_view>& args);
+using InvokerFn = internal::Invoker;
 
 struct RegisteredFunction {
   std::string name;

@@ -11,7 +11,19 @@ ObjectEntry* ObjectTable::Find(const ObjectId& id) {
   return it == objects_.end() ? nullptr : &it->second;
 }
 
-std::vector<TaskEntry*> ObjectTable::SetValue(const ObjectId& id, internal::ObjectBuffer value) {
+std::vector<TaskEntry*> ObjectTable::SetInStore(const ObjectId& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) {
+    on_free_in_store_(id);
+    return {};
+  }
+  if (it->second.ready) return {};
+  it->second.ready = true;
+  it->second.in_store = true;
+  return std::move(it->second.dependents);
+}
+
+std::vector<TaskEntry*> ObjectTable::SetValue(const ObjectId& id, internal::ValueView value) {
   auto it = objects_.find(id);
   if (it == objects_.end() || it->second.ready) return {};
   it->second.ready = true;
@@ -53,7 +65,12 @@ void ObjectTable::RemoveTaskArgRef(const ObjectId& id) {
 }
 
 void ObjectTable::MaybeFree(std::unordered_map<ObjectId, ObjectEntry, ObjectId::Hasher>::iterator it) {
-  if (it->second.local_refs <= 0 && it->second.task_arg_refs <= 0) objects_.erase(it);
+  if (it->second.local_refs <= 0 && it->second.task_arg_refs <= 0) {
+    bool in_store = it->second.in_store;
+    ObjectId id = it->first;
+    objects_.erase(it);
+    if (in_store) on_free_in_store_(id);
+  }
 }
 
 }  // namespace raio::worker

@@ -5,6 +5,7 @@
 // Threading: not thread-safe; CoreWorker guards it with its mutex.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,7 +22,8 @@ struct TaskEntry;
 
 struct ObjectEntry {
   bool ready = false;
-  internal::ObjectBuffer value;            // ready with a value
+  internal::ValueView value;               // ready with an inline value
+  bool in_store = false;                   // ready, value in the node's object store
   std::shared_ptr<const proto::ErrorInfo> error;  // ready with an error
   int local_refs = 0;
   int task_arg_refs = 0;
@@ -30,12 +32,18 @@ struct ObjectEntry {
 
 class ObjectTable {
  public:
+  // `on_free_in_store` runs when an object whose value is in the store is freed.
+  explicit ObjectTable(std::function<void(const ObjectId&)> on_free_in_store)
+      : on_free_in_store_(std::move(on_free_in_store)) {}
   // Adds a not-yet-ready object with `local_refs` references.
   void Create(const ObjectId& id, int local_refs);
   ObjectEntry* Find(const ObjectId& id);
   // Marks ready with a value / an error. Returns the tasks that waited for it; empty if
   // the object was already freed (the result is then dropped).
-  std::vector<TaskEntry*> SetValue(const ObjectId& id, internal::ObjectBuffer value);
+  std::vector<TaskEntry*> SetValue(const ObjectId& id, internal::ValueView value);
+  // Marks ready with its value in the store. If the object was already freed, runs
+  // on_free_in_store for it right away.
+  std::vector<TaskEntry*> SetInStore(const ObjectId& id);
   std::vector<TaskEntry*> SetError(const ObjectId& id, std::shared_ptr<const proto::ErrorInfo> e);
   void AddLocalRef(const ObjectId& id);
   void RemoveLocalRef(const ObjectId& id);
@@ -45,6 +53,7 @@ class ObjectTable {
 
  private:
   void MaybeFree(std::unordered_map<ObjectId, ObjectEntry, ObjectId::Hasher>::iterator it);
+  std::function<void(const ObjectId&)> on_free_in_store_;
   std::unordered_map<ObjectId, ObjectEntry, ObjectId::Hasher> objects_;
 };
 

@@ -16,6 +16,7 @@
 #include "raio/rpc.pb.h"
 #include "raio/worker/core_worker.h"
 #include "raio/worker/function_registry.h"
+#include "raio/worker/value_codec.h"
 
 namespace raio::worker {
 
@@ -58,6 +59,46 @@ void TaskExecutor::OnRequest(const std::shared_ptr<rpc::Connection>& conn,
 
 void TaskExecutor::Stop() { loop_.Stop(); }
 
+absl::StatusOr<internal::ValueView> TaskExecutor::ResolveArg(const proto::TaskArg& arg) {
+  if (arg.kind_case() == proto::TaskArg::kList) {
+    // A std::vector parameter from ObjectRefs: one msgpack array of the elements.
+    auto joined = std::make_shared<std::string>();
+    AppendMsgpackArrayHeader(joined.get(), static_cast<uint32_t>(arg.list().elements_size()));
+    for (const auto& element : arg.list().elements()) {
+      auto v = ResolveArg(element);
+      if (!v.ok()) return v.status();
+      absl::Status s = AppendAsMsgpack(*v, joined.get());
+      if (!s.ok()) return s;
+    }
+    return internal::ValueView{internal::ValueFormat::kMsgpack, internal::DType::kNone, *joined,
+                               joined};
+  }
+  if (arg.in_store()) {
+    if (store_ == nullptr) return absl::FailedPreconditionError("no object store");
+    return store_->Get(ObjectId::FromBinary(arg.object_id()));
+  }
+  return internal::ValueView{static_cast<internal::ValueFormat>(arg.format()),
+                             static_cast<internal::DType>(arg.dtype()), arg.value(), nullptr};
+}
+
+absl::Status TaskExecutor::StoreResult(internal::EncodedValue result,
+                                       proto::PushTaskReply* reply) {
+  if (result.bytes.size() < config::kMaxInlineObjectBytes || store_ == nullptr) {
+    reply->set_format(static_cast<uint32_t>(result.format));
+    reply->set_dtype(static_cast<uint32_t>(result.dtype));
+    *reply->mutable_return_value() = std::move(result.bytes);
+    return absl::OkStatus();
+  }
+  const proto::TaskSpec& spec = request_.spec();
+  ObjectId id = MakeObjectId(TaskId::FromBinary(spec.task_id()), 1);
+  absl::Status s = store_->Put(id, WorkerId::FromBinary(spec.owner_worker_id()), result.format,
+                               result.dtype, result.bytes.data(), result.bytes.size());
+  // A retry after a worker died may find the first attempt's sealed result: use it.
+  if (!s.ok() && s.code() != absl::StatusCode::kAlreadyExists) return s;
+  reply->set_in_store(true);
+  return absl::OkStatus();
+}
+
 void TaskExecutor::Run() { loop_.RunInThisThread(); }
 
 void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn,
@@ -89,22 +130,40 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn,
                       "' is not registered in this worker's executable (",
                       SelfExecutablePath(), "); add RAIO_REMOTE(", spec.function_name(), ")"));
   } else {
-    std::vector<std::string_view> args;
+    std::vector<internal::ValueView> args;
     args.reserve(spec.args_size());
-    for (const auto& a : spec.args()) args.emplace_back(a.value());
-    CoreWorker::SetExecutingTask(true);
-    try {
-      *reply.mutable_return_value() = fn->invoker(fn->key, args);
-    } catch (const SerializationError& e) {
-      fail(proto::SERIALIZATION, "raio::SerializationError",
-           absl::StrCat("arguments or result of ", spec.function_name(), ": ", e.what()));
-    } catch (const std::exception& e) {
-      fail(proto::TASK_ERROR, Demangle(typeid(e).name()), e.what());
-    } catch (...) {
-      std::type_info* t = abi::__cxa_current_exception_type();
-      fail(proto::TASK_ERROR, t ? Demangle(t->name()) : "unknown", "non-std::exception thrown");
+    for (const auto& a : spec.args()) {
+      auto v = ResolveArg(a);
+      if (!v.ok()) {
+        fail(v.status().code() == absl::StatusCode::kResourceExhausted ? proto::OBJECT_STORE_FULL
+                                                                       : proto::OBJECT_LOST,
+             "", absl::StrCat("cannot read an argument of ", spec.function_name(), ": ",
+                              v.status().message()));
+        break;
+      }
+      args.push_back(std::move(*v));
     }
-    CoreWorker::SetExecutingTask(false);
+    if (!reply.has_error()) {
+      CoreWorker::SetExecutingTask(true);
+      try {
+        absl::Status s = StoreResult(fn->invoker(fn->key, args), &reply);
+        if (!s.ok()) {
+          fail(s.code() == absl::StatusCode::kResourceExhausted ? proto::OBJECT_STORE_FULL
+                                                                : proto::OBJECT_LOST,
+               "", absl::StrCat("cannot store the result of ", spec.function_name(), ": ",
+                                s.message()));
+        }
+      } catch (const SerializationError& e) {
+        fail(proto::SERIALIZATION, "raio::SerializationError",
+             absl::StrCat("arguments or result of ", spec.function_name(), ": ", e.what()));
+      } catch (const std::exception& e) {
+        fail(proto::TASK_ERROR, Demangle(typeid(e).name()), e.what());
+      } catch (...) {
+        std::type_info* t = abi::__cxa_current_exception_type();
+        fail(proto::TASK_ERROR, t ? Demangle(t->name()) : "unknown", "non-std::exception thrown");
+      }
+      CoreWorker::SetExecutingTask(false);
+    }
   }
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - start);

@@ -14,7 +14,9 @@
 #include "absl/synchronization/mutex.h"
 #include "raio/common/event_loop.h"
 #include "raio/rpc/listener.h"
+#include "raio/serialization.h"
 #include "raio/task.pb.h"
+#include "raio/worker/store_client.h"
 
 namespace raio::worker {
 
@@ -24,8 +26,10 @@ class TaskExecutor {
   ~TaskExecutor();
 
   absl::Status Listen(const std::string& socket_path);
-  // The node's id, reported in errors. Call before Run().
+  // The node's id, reported in errors, and its object store (arguments in the store are
+  // read in place; results of 100 KiB or more are written there). Call before Run().
   void set_node_id(std::string node_id_hex) { node_id_hex_ = std::move(node_id_hex); }
+  void set_store(StoreClient* store) { store_ = store; }
   // Runs tasks until Stop(); blocks.
   void Run();
   // Makes Run() return after the task in progress. Thread-safe.
@@ -35,11 +39,16 @@ class TaskExecutor {
   void OnRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                  std::string_view body);
   void Execute(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h);
+  // Turns a pushed argument into a value view (pinning in-store objects).
+  absl::StatusOr<internal::ValueView> ResolveArg(const proto::TaskArg& arg);
+  // Stores a result: inline in `reply`, or in the store under the return id.
+  absl::Status StoreResult(internal::EncodedValue result, proto::PushTaskReply* reply);
 
   EventLoop loop_;
   std::string node_id_hex_;
   std::unique_ptr<rpc::Listener> listener_;
   proto::PushTaskRequest request_;  // reused for every task
+  StoreClient* store_ = nullptr;
   std::string last_cuda_visible_devices_;
   bool cuda_set_ = false;
 };

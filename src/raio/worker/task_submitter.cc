@@ -23,21 +23,6 @@ std::shared_ptr<const proto::ErrorInfo> MakeError(proto::ErrorType type, std::st
   return e;
 }
 
-namespace {
-// msgpack array header for n elements.
-void AppendArrayHeader(std::string* out, uint32_t n) {
-  if (n < 16) {
-    out->push_back(static_cast<char>(0x90 | n));
-  } else if (n <= 0xffff) {
-    out->push_back(static_cast<char>(0xdc));
-    out->push_back(static_cast<char>(n >> 8));
-    out->push_back(static_cast<char>(n & 0xff));
-  } else {
-    out->push_back(static_cast<char>(0xdd));
-    for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>((n >> shift) & 0xff));
-  }
-}
-}  // namespace
 
 TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv,
                              std::atomic<uint64_t>& completions, ObjectTable& objects,
@@ -89,32 +74,57 @@ void TaskSubmitter::OnDependenciesReady(std::vector<TaskEntry*> tasks) {
 
 bool TaskSubmitter::TryResolve(TaskEntry* t) {
   auto* args = t->request.mutable_spec()->mutable_args();
+  // Fills `arg` from object `id`: its inline value, or its store id (read in place by
+  // the worker). Returns the object's error, if any.
+  auto fill = [&](proto::TaskArg* arg, const ObjectId& id) -> std::shared_ptr<const proto::ErrorInfo> {
+    ObjectEntry* e = objects_.Find(id);
+    if (e == nullptr) {
+      return MakeError(proto::OBJECT_LOST,
+                       absl::StrCat("argument object ", id.Hex(),
+                                    " is not owned by this process or was already freed"),
+                       t->request.spec().function_name());
+    }
+    if (e->error) return e->error;
+    if (e->in_store) {
+      arg->set_object_id(id.Binary());
+      arg->set_in_store(true);
+    } else {
+      arg->set_value(std::string(e->value.bytes));
+      arg->set_format(static_cast<uint32_t>(e->value.format));
+      arg->set_dtype(static_cast<uint32_t>(e->value.dtype));
+    }
+    return nullptr;
+  };
   for (std::size_t k = 0; k < t->ref_args.size(); ++k) {
     const auto& [index, ids] = t->ref_args[k];
-    std::string value;
-    if (t->ref_arg_is_list[k]) AppendArrayHeader(&value, static_cast<uint32_t>(ids.size()));
-    for (const auto& id : ids) {
-      ObjectEntry* e = objects_.Find(id);
-      std::shared_ptr<const proto::ErrorInfo> err;
-      if (e == nullptr) {
-        err = MakeError(proto::OBJECT_LOST,
-                        absl::StrCat("argument object ", id.Hex(), " is not owned by this process "
-                                     "or was already freed"),
-                        t->request.spec().function_name());
-      } else if (e->error) {
-        err = e->error;
+    proto::TaskArg* arg = &(*args)[index];
+    arg->Clear();
+    std::shared_ptr<const proto::ErrorInfo> err;
+    if (t->ref_arg_is_list[k]) {
+      proto::ArgList* list = arg->mutable_list();
+      for (const auto& id : ids) {
+        if ((err = fill(list->add_elements(), id))) break;
       }
-      if (err) {
-        Complete(t, nullptr, err);
-        return false;
-      }
-      value.append(*e->value);
+    } else {
+      err = fill(arg, ids[0]);
     }
-    (*args)[index].set_value(std::move(value));
+    if (err) {
+      Complete(t, {}, false, err);
+      return false;
+    }
   }
-  // Values are inlined now; the argument objects no longer need to stay alive for us.
-  for (const auto& id : t->arg_refs) objects_.RemoveTaskArgRef(id);
-  t->arg_refs.clear();
+  // Inline values are copied into the task now; in-store arguments stay referenced until
+  // the task completes, so the worker can still read them.
+  std::vector<ObjectId> kept;
+  for (const auto& id : t->arg_refs) {
+    ObjectEntry* e = objects_.Find(id);
+    if (e != nullptr && e->in_store) {
+      kept.push_back(id);
+    } else {
+      objects_.RemoveTaskArgRef(id);
+    }
+  }
+  t->arg_refs = std::move(kept);
   t->ref_args.clear();
   t->ref_arg_is_list.clear();
   return true;
@@ -202,7 +212,7 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
                     t->request.spec().attempt());
       cls->queue.push_front(t);
     } else {
-      Complete(t, nullptr,
+      Complete(t, {}, false,
                MakeError(proto::WORKER_CRASHED,
                          absl::StrCat("the worker process running ", fn, " died (",
                                       reply.status().message(), ") and its ",
@@ -214,28 +224,34 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
   }
   proto::PushTaskReply r;
   if (!r.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
-    Complete(t, nullptr, MakeError(proto::SERIALIZATION, "malformed reply from worker",
-                                   t->request.spec().function_name(), node_id_hex_));
+    Complete(t, {}, false, MakeError(proto::SERIALIZATION, "malformed reply from worker",
+                                     t->request.spec().function_name(), node_id_hex_));
   } else {
     double us = static_cast<double>(r.exec_duration_us());
     cls->mean_exec_us = cls->mean_exec_us < 0 ? us : 0.8 * cls->mean_exec_us + 0.2 * us;
     if (r.has_error()) {
-      Complete(t, nullptr, std::make_shared<proto::ErrorInfo>(std::move(*r.mutable_error())));
+      Complete(t, {}, false, std::make_shared<proto::ErrorInfo>(std::move(*r.mutable_error())));
+    } else if (r.in_store()) {
+      Complete(t, {}, true, nullptr);
     } else {
-      Complete(t, std::make_shared<const std::string>(std::move(*r.mutable_return_value())),
-               nullptr);
+      auto bytes = std::make_shared<const std::string>(std::move(*r.mutable_return_value()));
+      internal::ValueView v{static_cast<internal::ValueFormat>(r.format()),
+                            static_cast<internal::DType>(r.dtype()), *bytes, bytes};
+      Complete(t, std::move(v), false, nullptr);
     }
   }
   Dispatch(cls);
 }
 
-void TaskSubmitter::Complete(TaskEntry* t, internal::ObjectBuffer value,
+void TaskSubmitter::Complete(TaskEntry* t, internal::ValueView value, bool in_store,
                              std::shared_ptr<const proto::ErrorInfo> error) {
   ObjectId id = t->return_id;
   for (const auto& ref : t->arg_refs) objects_.RemoveTaskArgRef(ref);
   tasks_.erase(t);  // frees t
   std::vector<TaskEntry*> dependents =
-      error ? objects_.SetError(id, std::move(error)) : objects_.SetValue(id, std::move(value));
+      error      ? objects_.SetError(id, std::move(error))
+      : in_store ? objects_.SetInStore(id)
+                 : objects_.SetValue(id, std::move(value));
   completions_.fetch_add(1, std::memory_order_release);
   ready_cv_.SignalAll();
   if (!dependents.empty()) OnDependenciesReady(std::move(dependents));
@@ -346,7 +362,7 @@ void TaskSubmitter::FailQueued(SchedulingClass* cls, proto::ErrorType type,
   queue.swap(cls->queue);
   for (TaskEntry* t : queue) {
     std::string fn = t->request.spec().function_name();
-    Complete(t, nullptr, MakeError(type, message, fn, node_id_hex_));
+    Complete(t, {}, false, MakeError(type, message, fn, node_id_hex_));
   }
 }
 
@@ -357,7 +373,7 @@ void TaskSubmitter::FailAll(const std::string& why) {
   for (TaskEntry* t : rest) {
     if (tasks_.count(t) == 0) continue;
     std::string fn = t->request.spec().function_name();
-    Complete(t, nullptr, MakeError(proto::NODE_DIED, why, fn, node_id_hex_));
+    Complete(t, {}, false, MakeError(proto::NODE_DIED, why, fn, node_id_hex_));
   }
 }
 

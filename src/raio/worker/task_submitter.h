@@ -34,7 +34,7 @@ struct TaskEntry {
   SchedulingClass* cls = nullptr;
   int retries_left = 0;
   int unresolved = 0;                   // ObjectRef args not yet ready
-  std::vector<ObjectId> arg_refs;       // held as task-arg references until resolved
+  std::vector<ObjectId> arg_refs;       // held as task-arg references (in-store ones until done)
   std::vector<std::pair<int, std::vector<ObjectId>>> ref_args;  // arg index -> ids
   std::vector<bool> ref_arg_is_list;
 };
@@ -97,7 +97,7 @@ class TaskSubmitter {
   void ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores the task's result or error, wakes waiters, resolves dependents, frees the entry.
-  void Complete(TaskEntry* task, internal::ObjectBuffer value,
+  void Complete(TaskEntry* task, internal::ValueView value, bool in_store,
                 std::shared_ptr<const proto::ErrorInfo> error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailQueued(SchedulingClass* cls, proto::ErrorType type, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

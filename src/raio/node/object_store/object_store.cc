@@ -36,7 +36,8 @@ absl::StatusOr<std::unique_ptr<ObjectStore>> ObjectStore::Create(Options options
     }
   }
   absl::StatusOr<std::unique_ptr<ShmRegion>> region =
-      ShmRegion::Create(options.shm_dir, options.capacity_bytes, options.prefault);
+      ShmRegion::Create(options.shm_dir, options.capacity_bytes, options.prefault,
+                        ShmRegion::kDefaultPrefaultChunkBytes, options.prefault_bytes);
   if (!region.ok()) return region.status();
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(options), *std::move(region)));
 }

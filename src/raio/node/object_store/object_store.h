@@ -84,6 +84,8 @@ class ObjectStore {
     // Pre-fault the region in the background (off only to save time in tests that
     // map large regions they never touch).
     bool prefault = true;
+    // Pre-fault only the first this-many bytes (allocation reuses low offsets first).
+    uint64_t prefault_bytes = UINT64_MAX;
   };
 
   // Creates the region (see ShmRegion::Create for the file, mapping and pre-faulting)

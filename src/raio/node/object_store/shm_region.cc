@@ -31,7 +31,8 @@ absl::Status ErrnoError(absl::string_view what, const std::string& path, int err
 
 absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& dir,
                                                              uint64_t size_bytes, bool prefault,
-                                                             uint64_t prefault_chunk_bytes) {
+                                                             uint64_t prefault_chunk_bytes,
+                                                             uint64_t prefault_limit_bytes) {
   if (size_bytes == 0) return absl::InvalidArgumentError("object store capacity must be > 0");
   const uint64_t page = PageSize();
   if (size_bytes > UINT64_MAX - page) {
@@ -69,6 +70,7 @@ absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& 
   }
   std::unique_ptr<ShmRegion> region(
       new ShmRegion(std::move(path), static_cast<uint8_t*>(addr), size));
+  region->prefault_limit_ = prefault_limit_bytes;
   if (prefault) {
     const uint64_t chunk = std::max(page, prefault_chunk_bytes / page * page);
     region->prefault_thread_ = std::thread([r = region.get(), chunk] { r->PrefaultLoop(chunk); });
@@ -92,8 +94,9 @@ void ShmRegion::PrefaultLoop(uint64_t chunk_bytes) {
   const uint64_t page = PageSize();
   bool use_madvise = true;
   uint64_t offset = 0;
-  while (offset < size_ && !stop_.load(std::memory_order_acquire)) {
-    const uint64_t len = std::min(chunk_bytes, size_ - offset);
+  const uint64_t end = std::min(size_, prefault_limit_);
+  while (offset < end && !stop_.load(std::memory_order_acquire)) {
+    const uint64_t len = std::min(chunk_bytes, end - offset);
     if (use_madvise) {
       if (madvise(base_ + offset, len, MADV_POPULATE_WRITE) != 0) {
         if (errno == EINTR || errno == EAGAIN) continue;  // retry the same chunk

@@ -38,7 +38,8 @@ class ShmRegion {
   // Does not block on the pre-faulting.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShmRegion>> Create(
       const std::string& dir, uint64_t size_bytes, bool prefault = true,
-      uint64_t prefault_chunk_bytes = kDefaultPrefaultChunkBytes);
+      uint64_t prefault_chunk_bytes = kDefaultPrefaultChunkBytes,
+      uint64_t prefault_limit_bytes = UINT64_MAX);
   ~ShmRegion();
   ShmRegion(const ShmRegion&) = delete;
   ShmRegion& operator=(const ShmRegion&) = delete;
@@ -63,6 +64,7 @@ class ShmRegion {
   std::atomic<bool> prefault_done_{false};
   std::atomic<uint64_t> prefaulted_bytes_{0};
   std::thread prefault_thread_;
+  uint64_t prefault_limit_ = UINT64_MAX;  // pre-fault only offsets below this
 };
 
 }  // namespace raio::node

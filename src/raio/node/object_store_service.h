@@ -1,0 +1,50 @@
+// ObjectStoreService: the node daemon's RPC face of its shared-memory ObjectStore.
+// Serves CREATE/SEAL/PIN/UNPIN/DELETE/LIST_OBJECTS from local drivers and workers,
+// tracks which worker owns each object, and cleans up after peers that go away: their
+// pins and unsealed objects, and every object owned by a departed owner.
+// Threading: not thread-safe; lives on the node daemon's loop.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "raio/common/ids.h"
+#include "raio/node.pb.h"
+#include "raio/node/object_store/object_store.h"
+#include "raio/rpc/connection.h"
+
+namespace raio::node {
+
+class ObjectStoreService {
+ public:
+  // Creates the store: `capacity_bytes` of shared memory in /dev/shm, spill files under
+  // `spill_dir` (created), the first `prefault_bytes` pre-faulted in the background.
+  static absl::StatusOr<std::unique_ptr<ObjectStoreService>> Create(uint64_t capacity_bytes,
+                                                                     const std::string& spill_dir,
+                                                                     uint64_t prefault_bytes);
+
+  // Whether `method` is one of the store's; if so handles the frame (replying on `conn`).
+  bool Handle(const std::shared_ptr<rpc::Connection>& conn, ClientId client,
+              const rpc::FrameHeader& h, std::string_view body);
+  // A peer disconnected: drop its pins and unsealed objects; if it owned objects
+  // (`owner` not nil), delete them.
+  void OnPeerGone(ClientId client, const WorkerId& owner);
+
+  const std::string& shm_path() const { return store_->shm_path(); }
+  uint64_t capacity_bytes() const { return store_->region().size(); }
+  void FillStats(proto::ObjectStoreStats* stats) const;
+  proto::ObjectList List() const;
+
+ private:
+  explicit ObjectStoreService(std::unique_ptr<ObjectStore> store) : store_(std::move(store)) {}
+  void Delete(const ObjectId& id);
+
+  std::unique_ptr<ObjectStore> store_;
+  std::map<WorkerId, std::set<ObjectId>> owned_;
+  std::map<ObjectId, WorkerId> owner_of_;
+};
+
+}  // namespace raio::node

@@ -1,0 +1,126 @@
+#include "raio/worker/store_client.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "raio/common/config.h"
+#include "raio/node.pb.h"
+#include "raio/rpc.pb.h"
+#include "raio/rpc/listener.h"
+
+namespace raio::worker {
+
+namespace {
+constexpr uint32_t kObjectMagic = 0x424f4152;  // "RAOB"
+
+struct ObjectHeader {
+  uint32_t magic;
+  uint8_t format;
+  uint8_t dtype;
+  uint16_t reserved;
+  uint64_t payload_bytes;
+};
+static_assert(sizeof(ObjectHeader) <= StoreClient::kHeaderBytes);
+}  // namespace
+
+struct StoreClient::Mapping {
+  uint8_t* base = nullptr;
+  uint64_t size = 0;
+  ~Mapping() {
+    if (base != nullptr) ::munmap(base, size);
+  }
+};
+
+absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(
+    std::shared_ptr<rpc::Connection> node, const std::string& path, uint64_t size_bytes) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot open the object store ", path, ": ", std::strerror(errno)));
+  }
+  void* base = ::mmap(nullptr, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  ::close(fd);
+  if (base == MAP_FAILED) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot map the object store ", path, ": ", std::strerror(err)));
+  }
+  auto mapping = std::make_shared<Mapping>();
+  mapping->base = static_cast<uint8_t*>(base);
+  mapping->size = size_bytes;
+  return std::unique_ptr<StoreClient>(new StoreClient(std::move(node), std::move(mapping)));
+}
+
+StoreClient::~StoreClient() = default;
+
+absl::Status StoreClient::Put(const ObjectId& id, const WorkerId& owner,
+                              internal::ValueFormat format, internal::DType dtype,
+                              const void* data, uint64_t size) {
+  proto::CreateObjectRequest create;
+  create.set_object_id(id.Binary());
+  create.set_size_bytes(kHeaderBytes + size);
+  create.set_owner_worker_id(owner.Binary());
+  auto reply = rpc::CallSync(*node_, proto::CREATE_OBJECT, create, config::kControlRpcTimeout);
+  if (!reply.ok()) return reply.status();
+  proto::ObjectLocationReply loc;
+  if (!loc.ParseFromString(*reply) || loc.offset() + kHeaderBytes + size > mapping_->size) {
+    return absl::InternalError("the node returned a bad object location");
+  }
+  uint8_t* dst = mapping_->base + loc.offset();
+  ObjectHeader header{kObjectMagic, static_cast<uint8_t>(format), static_cast<uint8_t>(dtype), 0,
+                      size};
+  std::memcpy(dst, &header, sizeof(header));
+  if (size > 0) std::memcpy(dst + kHeaderBytes, data, size);
+  proto::ObjectIdRequest seal;
+  seal.set_object_id(id.Binary());
+  auto sealed = rpc::CallSync(*node_, proto::SEAL_OBJECT, seal, config::kControlRpcTimeout);
+  return sealed.ok() ? absl::OkStatus() : sealed.status();
+}
+
+absl::StatusOr<internal::ValueView> StoreClient::Get(const ObjectId& id) {
+  proto::ObjectIdRequest pin;
+  pin.set_object_id(id.Binary());
+  auto reply = rpc::CallSync(*node_, proto::PIN_OBJECT, pin, config::kControlRpcTimeout);
+  if (!reply.ok()) return reply.status();
+  proto::ObjectLocationReply loc;
+  if (!loc.ParseFromString(*reply) || loc.size_bytes() < kHeaderBytes ||
+      loc.offset() + loc.size_bytes() > mapping_->size) {
+    return absl::InternalError("the node returned a bad object location");
+  }
+  // Unpins when the last copy of the view goes; keeps the mapping alive until then.
+  std::weak_ptr<rpc::Connection> weak_node = node_;
+  auto keeper = std::shared_ptr<const void>(
+      mapping_.get(), [mapping = mapping_, weak_node, id](const void*) {
+        if (auto node = weak_node.lock()) {
+          proto::ObjectIdRequest unpin;
+          unpin.set_object_id(id.Binary());
+          node->SendOneWay(proto::UNPIN_OBJECT, unpin);
+        }
+      });
+  const uint8_t* p = mapping_->base + loc.offset();
+  ObjectHeader header;
+  std::memcpy(&header, p, sizeof(header));
+  if (header.magic != kObjectMagic || kHeaderBytes + header.payload_bytes > loc.size_bytes()) {
+    return absl::DataLossError(absl::StrCat("object ", id.Hex(), " has a corrupt header"));
+  }
+  internal::ValueView view;
+  view.format = static_cast<internal::ValueFormat>(header.format);
+  view.dtype = static_cast<internal::DType>(header.dtype);
+  view.bytes = std::string_view(reinterpret_cast<const char*>(p + kHeaderBytes),
+                                header.payload_bytes);
+  view.keeper = std::move(keeper);
+  return view;
+}
+
+void StoreClient::Delete(const ObjectId& id) {
+  proto::ObjectIdRequest req;
+  req.set_object_id(id.Binary());
+  node_->SendOneWay(proto::DELETE_OBJECT, req);
+}
+
+}  // namespace raio::worker

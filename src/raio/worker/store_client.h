@@ -1,0 +1,57 @@
+// StoreClient: a driver's or worker's access to its node's shared-memory object store.
+// Maps the store's file once; creates objects by RPC to the node and writes them
+// through the mapping (one copy), and reads sealed objects in place: Get pins the
+// object and returns a view whose keeper unpins it when the last copy goes.
+//
+// Every object in the store starts with a 64-byte header (magic, format, dtype, payload
+// size) so that it describes itself, also after a spill; the payload follows at a
+// 64-byte aligned offset, so arrays can be viewed in place.
+//
+// Threading: thread-safe, but the blocking calls (Put, Get) must not run on the node
+// connection's loop thread. Views stay valid after the StoreClient is destroyed (they
+// share the mapping).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "raio/common/ids.h"
+#include "raio/rpc/connection.h"
+#include "raio/serialization.h"
+
+namespace raio::worker {
+
+class StoreClient {
+ public:
+  static constexpr uint64_t kHeaderBytes = 64;
+
+  // Maps `path` (`size_bytes` long) read/write.
+  static absl::StatusOr<std::unique_ptr<StoreClient>> Create(
+      std::shared_ptr<rpc::Connection> node, const std::string& path, uint64_t size_bytes);
+
+  // Creates object `id` owned by `owner`, copies `size` bytes of `data` into it and seals
+  // it. ResourceExhausted (store full; message with the sizes), AlreadyExists, or
+  // Unavailable (node gone). Blocks for two RPCs and the copy.
+  absl::Status Put(const ObjectId& id, const WorkerId& owner, internal::ValueFormat format,
+                   internal::DType dtype, const void* data, uint64_t size);
+  // Pins a sealed object and returns a view of its payload; the view's keeper unpins it.
+  // NotFound, FailedPrecondition (not sealed), ResourceExhausted (cannot restore a
+  // spilled object), DataLoss (bad header), Unavailable.
+  absl::StatusOr<internal::ValueView> Get(const ObjectId& id);
+  // Tells the node the owner freed the object (one-way).
+  void Delete(const ObjectId& id);
+
+  ~StoreClient();
+
+ private:
+  struct Mapping;
+  StoreClient(std::shared_ptr<rpc::Connection> node, std::shared_ptr<Mapping> mapping)
+      : node_(std::move(node)), mapping_(std::move(mapping)) {}
+
+  std::shared_ptr<rpc::Connection> node_;
+  std::shared_ptr<Mapping> mapping_;
+};
+
+}  // namespace raio::worker
