@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -271,10 +272,29 @@ int main(int argc, char** argv) {
   start->add_flag("--head", head, "start the head (required: joining nodes comes later)");
   start->add_option("--host", start_options.host, "address to listen on")->capture_default_str();
   start->add_option("--port", start_options.port, "TCP port of the head (0 = any free)")
-      ->capture_default_str();
-  start->add_option("--num-cpus", num_cpus, "CPUs to offer (default: detected cores)");
-  start->add_option("--num-gpus", num_gpus, "GPUs to offer (default: 0)");
-  start->add_option("--memory", memory, "the memory resource in bytes (default: 70% of RAM)");
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  auto finite_non_negative = CLI::Validator(
+      [](std::string& s) -> std::string {
+        double v = 0;
+        try {
+          v = std::stod(s);
+        } catch (...) {
+          return "not a number: " + s;
+        }
+        return (std::isfinite(v) && v >= 0) ? "" : "must be a finite number >= 0, got " + s;
+      },
+      "NUMBER>=0");
+  start->add_option("--num-cpus", num_cpus, "CPUs to offer (default: detected cores)")
+      ->check(finite_non_negative);
+  start->add_option("--num-gpus", num_gpus, "GPUs to offer (default: 0)")
+      ->check(finite_non_negative);
+  start->add_option("--memory", memory, "the memory resource in bytes (default: 70% of RAM)")
+      ->check(finite_non_negative);
+  double store_bytes = -1;
+  start->add_option("--object-store-memory", store_bytes,
+                    "size of the shared-memory object store in bytes (default: 30% of RAM)")
+      ->check(finite_non_negative);
   start->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"TPU\": 4}'");
   start->add_flag("--block", block, "run in the foreground");
   auto* stop = app.add_subcommand("stop", "stop the cluster started by `raio start`");
@@ -294,6 +314,7 @@ int main(int argc, char** argv) {
     if (num_cpus >= 0) start_options.num_cpus = num_cpus;
     if (num_gpus >= 0) start_options.num_gpus = num_gpus;
     if (memory >= 0) start_options.memory_bytes = memory;
+    if (store_bytes >= 0) start_options.object_store_bytes = static_cast<uint64_t>(store_bytes);
     if (!resources_json.empty()) {
       try {
         auto j = nlohmann::json::parse(resources_json);

@@ -111,17 +111,12 @@ class TaskCaller<R (*)(P...)> {
                   "an argument's type does not match the function's parameter type "
                   "(pass a value convertible to it, ObjectRef<T> for T, or "
                   "std::vector<ObjectRef<T>> for std::vector<T>)");
-    const std::string* name =
-        internal::FindFunctionName(reinterpret_cast<const void*>(internal::KeyOf(fn_)));
-    if (name == nullptr) {
-      throw InvalidUsageError(
-          "raio::Task: this function is not registered; add RAIO_REMOTE(<function>) at "
-          "namespace scope");
-    }
+    const std::string& name =
+        internal::ResolveFunctionName(reinterpret_cast<const void*>(internal::KeyOf(fn_)));
     std::vector<internal::TaskArg> task_args;
     task_args.reserve(sizeof...(A));
     (task_args.push_back(internal::MakeArg<P>(std::forward<A>(args))), ...);
-    return ObjectRef<R>(internal::SubmitTask(*name, std::move(task_args), options_),
+    return ObjectRef<R>(internal::SubmitTask(name, std::move(task_args), options_),
                         typename ObjectRef<R>::Adopt{});
   }
 

@@ -25,6 +25,22 @@ int DriverOnly(int x) { return x; }
 // Not registered at all.
 int NotRegistered(int x) { return x; }
 
+// The same name registered twice from two namespaces.
+namespace first {
+int Twin(int x) { return x + 1; }
+RAIO_REMOTE(Twin);
+}  // namespace first
+namespace second {
+int Twin(int x) { return x + 2; }
+RAIO_REMOTE(Twin);
+}  // namespace second
+
+int CallsInit(int) {
+  raio::Init();
+  return 0;
+}
+RAIO_REMOTE(CallsInit);
+
 class EmbeddedTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -159,6 +175,25 @@ TEST_F(EmbeddedTest, UnregisteredFunctionsGiveClearErrors) {
   }
 }
 
+TEST_F(EmbeddedTest, DuplicateNamesAreRefusedClearly) {
+  EXPECT_EQ(raio::Task(first::Twin).Remote(1).Get(), 2);
+  try {
+    raio::Task(second::Twin).Remote(1);
+    FAIL() << "expected InvalidUsageError";
+  } catch (const raio::InvalidUsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("two remote functions"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(EmbeddedTest, InitInsideATaskIsATaskError) {
+  try {
+    raio::Task(CallsInit).SetMaxRetries(0).Remote(1).Get();
+    FAIL() << "expected TaskError";
+  } catch (const raio::TaskError& e) {
+    EXPECT_EQ(e.exception_type(), "raio::InvalidUsageError");
+  }
+}
+
 TEST_F(EmbeddedTest, InfeasibleDemandFailsAtGetNamingResources) {
   auto ref = raio::Task(Add).SetResource("CPU", 100).Remote(1, 2);
   try {
@@ -233,6 +268,18 @@ TEST(LifecycleTest, InitTwiceAndUseAfterShutdownAreErrors) {
   raio::Init(options);
   EXPECT_EQ(raio::Task(Add).Remote(2, 1).Get(), 3);
   raio::Shutdown();
+}
+
+TEST(LifecycleTest, GpuIdsFollowAnExistingDeviceMask) {
+  ::setenv("CUDA_VISIBLE_DEVICES", "5,6", 1);
+  raio::InitOptions options;
+  options.num_cpus = 2;
+  options.num_gpus = 2;
+  raio::Init(options);
+  auto a = raio::Task(VisibleDevices).SetResources({{"CPU", 0}, {"GPU", 2}}).Remote();
+  EXPECT_EQ(a.Get(), "5,6");
+  raio::Shutdown();
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
 TEST(LifecycleTest, UnreachableAddressFailsFast) {

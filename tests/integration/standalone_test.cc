@@ -170,6 +170,21 @@ TEST_F(StandaloneTest, StopEndsDaemonAndWorkers) {
   EXPECT_NE(late.output.find("cannot reach a raio cluster"), std::string::npos) << late.output;
 }
 
+TEST_F(StandaloneTest, StartRejectsBadNumbers) {
+  for (const char* flags : {"--num-cpus -1", "--num-cpus nan", "--num-gpus -2", "--memory -5",
+                            "--port 70000", "--port -1", "--resources '{\"slot\": -1}'",
+                            "--resources '{\"CPU\": 2}'", "--object-store-memory 10"}) {
+    // A private TMPDIR, so the refusal is about the flags, not the running cluster.
+    std::filesystem::create_directories(dir_ / "other");
+    auto r = RunCommand("TMPDIR=" + (dir_ / "other").string() + " " + RAIO_CLI_PATH +
+                        " start --head " + flags);
+    EXPECT_NE(r.exit_code, 0) << flags << ": " << r.output;
+    EXPECT_EQ(r.output.find("already running"), std::string::npos) << r.output;
+  }
+  // The running cluster is untouched.
+  EXPECT_TRUE(Status().is_object());
+}
+
 int ScenarioBasic() {
   raio::Init();
   if (raio::Task(Add).Remote(20, 22).Get() != 42) return 1;

@@ -1,6 +1,9 @@
 #include "raio/api/local_cluster.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
@@ -13,8 +16,13 @@ absl::StatusOr<ResourceSet> NodeResources(const LocalClusterOptions& options) {
   for (const char* reserved : {"CPU", "GPU", "memory"}) {
     if (m.count(reserved)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "'", reserved, "' is not a custom resource; use the num_cpus/num_gpus/memory options"));
+          "'", reserved,
+          "' is not a custom resource; set it with --num-cpus/--num-gpus/--memory (CLI) or "
+          "InitOptions::num_cpus/num_gpus/memory_bytes"));
     }
+  }
+  if (options.object_store_bytes && *options.object_store_bytes < (1u << 20)) {
+    return absl::InvalidArgumentError("the object store needs at least 1 MiB");
   }
   m["CPU"] = options.num_cpus.value_or(DetectCpuCount());
   m["GPU"] = options.num_gpus.value_or(0);
@@ -36,6 +44,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     const LocalClusterOptions& options) {
   auto total = NodeResources(options);
   if (!total.ok()) return total.status();
+  CleanStaleSessions();
   auto cluster = std::unique_ptr<LocalCluster>(new LocalCluster());
   cluster->session_dir_ = MakeTempDir("session");
   if (cluster->session_dir_.empty()) {
@@ -60,6 +69,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     return node.status();
   }
   cluster->node_ = std::move(*node);
+  // Lets a later start clean up after this process if it is killed (CleanStaleSessions).
+  std::ofstream(cluster->session_dir_ + "/pid") << ::getpid() << "\n";
+  std::ofstream(cluster->session_dir_ + "/store") << cluster->node_->object_store_path() << "\n";
   return cluster;
 }
 

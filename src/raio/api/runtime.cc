@@ -190,7 +190,16 @@ bool IsWorkerProcess() {
 }  // namespace
 
 void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
-  if (IsWorkerProcess()) RunWorker();
+  if (IsWorkerProcess()) {
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      if (g_core) {
+        throw InvalidUsageError(
+            "raio::Init called inside a remote function; call it once, at the top of main");
+      }
+    }
+    RunWorker();
+  }
   InitLogging(spdlog::level::warn);
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_runtime) throw InvalidUsageError("raio::Init called twice; call raio::Shutdown() first");

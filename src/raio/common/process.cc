@@ -6,7 +6,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <signal.h>
+
+#include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 namespace raio {
@@ -41,12 +45,34 @@ std::string Demangle(const char* mangled) {
   return (status == 0 && out) ? std::string(out.get()) : std::string(mangled);
 }
 
-std::string MakeTempDir(const std::string& prefix) {
+std::string TempBase() {
   const char* env = std::getenv("TMPDIR");
   std::string base = env && *env ? env : "/tmp";
   // Unix socket paths inside must stay under 107 bytes: fall back to /tmp for long bases.
   if (base.size() > 48) base = "/tmp";
-  std::string templ = base + "/raio-" + prefix + "-XXXXXX";
+  return base;
+}
+
+void CleanStaleSessions() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(TempBase(), ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("raio-session-", 0) != 0) continue;
+    std::ifstream pid_file(entry.path() / "pid");
+    long pid = 0;
+    if (!(pid_file >> pid) || pid <= 0) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;  // alive
+    std::ifstream store_file(entry.path() / "store");
+    std::string shm;
+    if (std::getline(store_file, shm) && shm.rfind("/dev/shm/raio-store-", 0) == 0) {
+      ::unlink(shm.c_str());
+    }
+    RemoveTree(entry.path().string());
+  }
+}
+
+std::string MakeTempDir(const std::string& prefix) {
+  std::string templ = TempBase() + "/raio-" + prefix + "-XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) return "";
   return templ;
 }

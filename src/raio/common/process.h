@@ -23,5 +23,11 @@ std::string Demangle(const char* mangled);
 std::string MakeTempDir(const std::string& prefix);
 // Removes a directory tree; errors are ignored.
 void RemoveTree(const std::string& path);
+// Base directory MakeTempDir uses.
+std::string TempBase();
+// Removes raio-session-* directories under TempBase() whose owning process (pid in
+// their "pid" file) is gone, and the shared-memory files they name in "store" —
+// what a SIGKILLed driver or daemon leaves behind.
+void CleanStaleSessions();
 
 }  // namespace raio

@@ -4,11 +4,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
+#include "raio/common/resources.h"
 #include "raio/common/logging.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
 
 namespace raio::head {
+
+namespace {
+// A node that does not answer in time is listed without stats rather than failing the
+// whole status (the CLI waits config::kControlRpcTimeout).
+constexpr std::chrono::milliseconds kNodeStatsTimeout{2000};
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<HeadService>> HeadService::Create(Options options) {
   auto head = std::unique_ptr<HeadService>(new HeadService(std::move(options)));
@@ -59,7 +66,7 @@ void HeadService::OnAccept(std::shared_ptr<rpc::Connection> conn) {
 
 void HeadService::OnClose(const std::shared_ptr<rpc::Connection>& conn) {
   for (auto it = nodes_.begin(); it != nodes_.end();) {
-    if (it->second.conn == conn) {
+    if (it->second.conn == conn) {  // only the connection that registered it removes it
       RAIO_LOG_INFO("node {} left the cluster", it->first);
       it = nodes_.erase(it);
     } else {
@@ -86,6 +93,21 @@ void HeadService::OnRequest(const std::shared_ptr<rpc::Connection>& conn,
     case proto::REGISTER_NODE: {
       proto::RegisterNodeRequest req;
       if (!parse(req)) return;
+      if (req.node_id().empty() || req.socket_path().empty()) {
+        conn->ReplyError(h, absl::InvalidArgumentError("node id and socket path are required"));
+        return;
+      }
+      if (auto total = ResourceSet::FromProto(req.total()); !total.ok()) {
+        conn->ReplyError(h, total.status());
+        return;
+      }
+      if (auto it = nodes_.find(req.node_id()); it != nodes_.end() && !it->second.conn->closed()) {
+        RAIO_LOG_WARN("refused a second registration of live node {} from {}", req.node_id(),
+                      conn->peer_name());
+        conn->ReplyError(h, absl::AlreadyExistsError("node " + req.node_id() +
+                                                     " is already registered"));
+        return;
+      }
       RAIO_LOG_INFO("node {} joined at {}", req.node_id(), req.socket_path());
       nodes_[req.node_id()] = NodeEntry{req, conn};
       conn->Reply(h, proto::Empty());
@@ -151,7 +173,7 @@ void HeadService::HandleGetClusterStatus(const std::shared_ptr<rpc::Connection>&
           }
           if (--gather->remaining == 0) finish();
         },
-        config::kControlRpcTimeout);
+        kNodeStatsTimeout);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 
+#include "raio/errors.h"
 #include "raio/remote.h"
 
 namespace raio::worker {
@@ -32,9 +33,30 @@ namespace raio::internal {
 void RegisterFunctionWithInvoker(const std::string& name, const void* key, Invoker invoker) {
   auto& r = worker::GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
-  if (r.by_name.count(name)) return;
-  r.by_name[name] = worker::RegisteredFunction{name, key, invoker};
-  r.by_key[key] = name;
+  r.by_key.emplace(key, name);
+  // A second function under a taken name keeps the first; submitting the second is
+  // refused by ResolveFunctionName.
+  r.by_name.emplace(name, worker::RegisteredFunction{name, key, invoker});
+}
+
+const std::string& ResolveFunctionName(const void* key) {
+  auto& r = worker::GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.by_key.find(key);
+  if (it == r.by_key.end()) {
+    throw InvalidUsageError(
+        "raio::Task: this function is not registered; add RAIO_REMOTE(<function>) at "
+        "namespace scope");
+  }
+  auto named = r.by_name.find(it->second);
+  if (named == r.by_name.end() || named->second.key != key) {
+    throw InvalidUsageError("raio::Task: two remote functions are registered under the name '" +
+                            it->second +
+                            "' (e.g. the same name in two namespaces); register them with "
+                            "qualified names, e.g. RAIO_REMOTE(ns::" + it->second +
+                            ") at global scope");
+  }
+  return it->second;
 }
 
 const std::string* FindFunctionName(const void* key) {

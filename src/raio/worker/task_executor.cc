@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
 #include "raio/common/process.h"
@@ -20,7 +21,13 @@
 
 namespace raio::worker {
 
-TaskExecutor::TaskExecutor() : loop_("raio-exec", config::kLoopSpin) {}
+TaskExecutor::TaskExecutor() : loop_("raio-exec", config::kLoopSpin) {
+  // GPU ids granted by the node index the devices this process may see: when the node
+  // itself was limited with CUDA_VISIBLE_DEVICES, id i is the i-th entry of that list.
+  if (const char* mask = std::getenv("CUDA_VISIBLE_DEVICES"); mask && *mask) {
+    device_mask_ = absl::StrSplit(mask, ',');
+  }
+}
 
 TaskExecutor::~TaskExecutor() { Stop(); }
 
@@ -115,7 +122,13 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn,
   };
   // GPU visibility: exactly the ids granted with the lease.
   if (request_.node_has_gpus() || request_.gpu_ids_size() > 0) {
-    std::string visible = absl::StrJoin(request_.gpu_ids(), ",");
+    std::vector<std::string> devices;
+    for (int id : request_.gpu_ids()) {
+      devices.push_back(id >= 0 && static_cast<std::size_t>(id) < device_mask_.size()
+                            ? device_mask_[id]
+                            : std::to_string(id));
+    }
+    std::string visible = absl::StrJoin(devices, ",");
     if (!cuda_set_ || visible != last_cuda_visible_devices_) {
       ::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1);
       last_cuda_visible_devices_ = visible;

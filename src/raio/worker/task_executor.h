@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -49,6 +50,7 @@ class TaskExecutor {
   std::unique_ptr<rpc::Listener> listener_;
   proto::PushTaskRequest request_;  // reused for every task
   StoreClient* store_ = nullptr;
+  std::vector<std::string> device_mask_;  // CUDA_VISIBLE_DEVICES the worker started with
   std::string last_cuda_visible_devices_;
   bool cuda_set_ = false;
 };

@@ -1,0 +1,92 @@
+#include "raio/head/head_service.h"
+
+#include <gtest/gtest.h>
+
+#include "raio/common/event_loop.h"
+#include "raio/head.pb.h"
+#include "raio/node.pb.h"
+#include "raio/rpc.pb.h"
+#include "raio/rpc/listener.h"
+
+namespace raio::head {
+namespace {
+
+using namespace std::chrono_literals;
+
+class HeadServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto head = HeadService::Create({});
+    ASSERT_TRUE(head.ok()) << head.status();
+    head_ = std::move(*head);
+    loop_.Start();
+  }
+  void TearDown() override {
+    head_->Stop();
+    loop_.Stop();
+  }
+  // A client that answers GET_NODE_STATS like a node.
+  std::shared_ptr<rpc::Connection> Connect(const std::string& node_id) {
+    auto conn = rpc::ConnectTcp(loop_.io(), head_->address(), 2s);
+    EXPECT_TRUE(conn.ok()) << conn.status();
+    (*conn)->Start(
+        [node_id](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                  std::string_view) {
+          proto::NodeStats stats;
+          stats.set_node_id(node_id);
+          c->Reply(h, stats);
+        },
+        nullptr);
+    return *conn;
+  }
+  absl::Status Register(rpc::Connection& conn, const std::string& node_id, double cpus) {
+    proto::RegisterNodeRequest req;
+    req.set_node_id(node_id);
+    req.set_socket_path("/tmp/x.sock");
+    (*req.mutable_total()->mutable_amounts())["CPU"] = cpus;
+    return rpc::CallSync(conn, proto::REGISTER_NODE, req, 2s).status();
+  }
+  proto::ClusterStatus Status(rpc::Connection& conn) {
+    auto r = rpc::CallSync(conn, proto::GET_CLUSTER_STATUS, proto::Empty(), 5s);
+    proto::ClusterStatus s;
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (r.ok()) s.ParseFromString(*r);
+    return s;
+  }
+
+  EventLoop loop_{"test-client"};
+  std::unique_ptr<HeadService> head_;
+};
+
+TEST_F(HeadServiceTest, SecondRegistrationOfALiveNodeIdIsRefusedAndKeepsTheNode) {
+  auto real = Connect("n1");
+  ASSERT_TRUE(Register(*real, "n1", 4).ok());
+  auto fake = Connect("n1");
+  absl::Status s = Register(*fake, "n1", 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+  fake->Close(absl::CancelledError("gone"));
+  auto probe = Connect("probe");
+  // The real node is still listed.
+  for (int i = 0; i < 50 && fake->closed() == false; ++i) std::this_thread::sleep_for(10ms);
+  proto::ClusterStatus status = Status(*probe);
+  ASSERT_EQ(status.nodes_size(), 1);
+  EXPECT_EQ(status.nodes(0).node_id(), "n1");
+}
+
+TEST_F(HeadServiceTest, InvalidNodeRegistrationsAreRefused) {
+  auto conn = Connect("x");
+  EXPECT_EQ(Register(*conn, "", 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Register(*conn, "n2", -1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Register(*conn, "n2", std::nan("")).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Status(*conn).nodes_size(), 0);
+}
+
+TEST_F(HeadServiceTest, RegisterJobWithoutNodesFailsClearly) {
+  auto conn = Connect("x");
+  proto::RegisterJobRequest req;
+  auto r = rpc::CallSync(*conn, proto::REGISTER_JOB, req, 2s);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace raio::head
