@@ -80,3 +80,48 @@ using namespace raio_test;
 RAIO_REMOTE(Add, Square, SumVector, Scale, NoOp, RAIO_FUNC(Overloaded, int),
             RAIO_FUNC(Overloaded, std::string), SleepAndStamp, Pid, VisibleDevices,
             ThrowsRuntimeError, ThrowsCustom, Crash, CrashOnce, NestedSum, Recurse, SleepMs);
+
+namespace raio_test {
+
+uint64_t ChecksumBytes(const uint8_t* data, std::size_t size) {
+  uint64_t h = 1469598103934665603ull;
+  for (std::size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 1099511628211ull;
+  return h;
+}
+
+std::vector<uint8_t> MakeBytes(int64_t n, int seed) {
+  std::vector<uint8_t> out(static_cast<std::size_t>(n));
+  uint32_t x = static_cast<uint32_t>(seed) * 2654435761u + 1;
+  for (auto& b : out) {
+    x = x * 1664525u + 1013904223u;
+    b = static_cast<uint8_t>(x >> 24);
+  }
+  return out;
+}
+
+uint64_t Checksum(std::vector<uint8_t> bytes) { return ChecksumBytes(bytes.data(), bytes.size()); }
+
+std::vector<double> MakeArray(int64_t n, double scale) {
+  std::vector<double> out(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = scale * static_cast<double>(i);
+  return out;
+}
+
+double SumArray(std::vector<double> values) {
+  double s = 0;
+  for (double v : values) s += v;
+  return s;
+}
+
+int64_t CountElements(std::vector<std::vector<double>> lists) {
+  int64_t n = 0;
+  for (const auto& l : lists) n += static_cast<int64_t>(l.size());
+  return n;
+}
+
+uint64_t ChecksumBuffer(raio::Buffer buffer) { return ChecksumBytes(buffer.data(), buffer.size()); }
+
+}  // namespace raio_test
+
+RAIO_REMOTE(raio_test::MakeBytes, raio_test::Checksum, raio_test::MakeArray, raio_test::SumArray,
+            raio_test::CountElements, raio_test::ChecksumBuffer);

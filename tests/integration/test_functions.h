@@ -41,3 +41,15 @@ int Recurse(int depth);
 int SleepMs(int ms);
 
 }  // namespace raio_test
+
+namespace raio_test {
+// Object store helpers: deterministic byte/array generators and checksums (FNV-1a).
+std::vector<uint8_t> MakeBytes(int64_t n, int seed);
+uint64_t Checksum(std::vector<uint8_t> bytes);
+uint64_t ChecksumBytes(const uint8_t* data, std::size_t size);
+std::vector<double> MakeArray(int64_t n, double scale);
+double SumArray(std::vector<double> values);
+int64_t CountElements(std::vector<std::vector<double>> lists);
+// Returns a view-based checksum computed in the worker from a Buffer argument.
+uint64_t ChecksumBuffer(raio::Buffer buffer);
+}  // namespace raio_test

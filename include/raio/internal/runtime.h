@@ -56,6 +56,16 @@ ValueView GetObject(const ObjectId& id, std::optional<std::chrono::microseconds>
 std::vector<bool> WaitObjects(const std::vector<ObjectId>& ids, int num_objects,
                               std::optional<std::chrono::microseconds> timeout);
 
+// Counters for tests and tools: objects this process owns, and the local node's store.
+struct ObjectStats {
+  std::size_t owned_objects = 0;
+  uint64_t store_objects = 0;
+  uint64_t store_used_bytes = 0;
+  uint64_t store_spilled_objects = 0;
+  uint64_t store_capacity_bytes = 0;
+};
+ObjectStats GetObjectStats();
+
 // Reference counting of ObjectRef copies in this process. No-ops when not initialized.
 void AddLocalReference(const ObjectId& id);
 void RemoveLocalReference(const ObjectId& id);

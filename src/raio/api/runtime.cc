@@ -279,6 +279,18 @@ std::vector<bool> WaitObjects(const std::vector<ObjectId>& ids, int num_objects,
   return CoreOrThrow()->Wait(ids, num_objects, timeout);
 }
 
+ObjectStats GetObjectStats() {
+  auto core = CoreOrThrow();
+  ObjectStats out;
+  out.owned_objects = core->NumOwnedObjects();
+  proto::NodeStats stats = core->GetNodeStats();
+  out.store_objects = stats.object_store().num_objects();
+  out.store_used_bytes = stats.object_store().used_bytes();
+  out.store_spilled_objects = stats.object_store().num_spilled();
+  out.store_capacity_bytes = stats.object_store().capacity_bytes();
+  return out;
+}
+
 void AddLocalReference(const ObjectId& id) {
   if (auto core = Core()) core->AddLocalReference(id);
 }

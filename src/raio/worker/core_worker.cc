@@ -9,6 +9,7 @@
 #include "raio/errors.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
+#include "raio/rpc/listener.h"
 
 namespace raio::worker {
 
@@ -234,6 +235,16 @@ void CoreWorker::RemoveLocalReference(const ObjectId& id) {
 std::size_t CoreWorker::NumOwnedObjects() {
   absl::MutexLock lock(&mu_);
   return objects_.size();
+}
+
+proto::NodeStats CoreWorker::GetNodeStats() {
+  auto reply = rpc::CallSync(*node_, proto::GET_NODE_STATS, proto::Empty(),
+                             config::kControlRpcTimeout);
+  proto::NodeStats stats;
+  if (!reply.ok() || !stats.ParseFromString(*reply)) {
+    throw ClusterUnavailableError("the node daemon did not return its stats");
+  }
+  return stats;
 }
 
 void CoreWorker::ThrowError(const proto::ErrorInfo& e, const ObjectId& id) {

@@ -20,6 +20,7 @@
 #include "raio/common/event_loop.h"
 #include "raio/common/ids.h"
 #include "raio/internal/runtime.h"
+#include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
 #include "raio/worker/object_table.h"
 #include "raio/worker/store_client.h"
@@ -64,6 +65,9 @@ class CoreWorker {
   static void SetExecutingTask(bool executing);
 
   std::size_t NumOwnedObjects();
+  // The local node's stats (blocking RPC; not on the loop thread). Throws
+  // ClusterUnavailableError when the node does not answer.
+  proto::NodeStats GetNodeStats();
   StoreClient& store() { return *store_; }
   const Options& options() const { return options_; }
 
