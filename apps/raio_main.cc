@@ -4,6 +4,7 @@
 //                     [--memory BYTES] [--resources JSON] [--block]
 //   raio stop
 //   raio status [--address HOST:PORT] [--json]
+//   raio list objects [--address HOST:PORT] [--json]
 //
 // `start --head` runs the head service and a node daemon in one background process and
 // records it in $TMPDIR/raio/current_cluster (address, pid, log file); `stop` and
@@ -238,6 +239,17 @@ int Status(const std::string& address_flag, bool json) {
   for (const auto& [k, v] : total) {
     std::cout << "  " << k << ": " << Fmt(k, v - available[k]) << " / " << Fmt(k, v) << "\n";
   }
+  uint64_t store_objects = 0, store_used = 0, store_capacity = 0, spilled = 0, spilled_bytes = 0;
+  for (const auto& n : status.nodes()) {
+    store_objects += n.object_store().num_objects();
+    store_used += n.object_store().used_bytes();
+    store_capacity += n.object_store().capacity_bytes();
+    spilled += n.object_store().num_spilled();
+    spilled_bytes += n.object_store().spilled_bytes();
+  }
+  std::cout << "Object store: " << store_objects << " objects, " << Fmt("memory", store_used)
+            << " / " << Fmt("memory", store_capacity) << " used, " << spilled << " spilled ("
+            << Fmt("memory", spilled_bytes) << ")\n";
   std::cout << "Pending tasks: " << pending_tasks << "\n";
   for (const auto& n : status.nodes()) {
     for (const auto& p : n.pending_leases()) {
@@ -256,6 +268,52 @@ int Status(const std::string& address_flag, bool json) {
     std::cout << "  job " << j.job_id() << "  " << j.state() << "  pid " << j.driver_pid() << "  "
               << j.executable() << "\n";
   }
+  return 0;
+}
+
+int ListObjects(const std::string& address_flag, bool json) {
+  std::string address = ResolveAddress(address_flag);
+  if (address.empty()) {
+    std::cerr << "raio list: no cluster found (pass --address or set RAIO_ADDRESS)\n";
+    return 1;
+  }
+  raio::EventLoop loop("raio-cli");
+  auto conn = raio::rpc::ConnectTcp(loop.io(), address, raio::config::kConnectTimeout);
+  if (!conn.ok()) {
+    std::cerr << "raio list: " << conn.status().message() << "\n";
+    return 1;
+  }
+  (*conn)->Start(nullptr, nullptr);
+  loop.Start();
+  auto reply = raio::rpc::CallSync(**conn, raio::proto::LIST_CLUSTER_OBJECTS,
+                                   raio::proto::Empty(), raio::config::kControlRpcTimeout);
+  (*conn)->Close(absl::CancelledError("done"));
+  raio::proto::ObjectList list;
+  if (!reply.ok() || !list.ParseFromString(*reply)) {
+    std::cerr << "raio list: "
+              << (reply.ok() ? "malformed reply" : std::string(reply.status().message())) << "\n";
+    return 1;
+  }
+  if (json) {
+    std::string out;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.always_print_primitive_fields = true;
+    opts.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(list, &out, opts);
+    std::cout << out << "\n";
+    return 0;
+  }
+  uint64_t total = 0;
+  std::cout << "OBJECT ID                                   SIZE        STATE     PINS\n";
+  for (const auto& o : list.objects()) {
+    total += o.size_bytes();
+    std::printf("%-42s  %10llu  %-8s  %llu\n",
+                raio::ObjectId::FromBinary(o.object_id()).Hex().c_str(),
+                static_cast<unsigned long long>(o.size_bytes()), o.state().c_str(),
+                static_cast<unsigned long long>(o.pins()));
+  }
+  std::cout << list.objects_size() << " objects in shared-memory stores, " << total
+            << " bytes (small objects live in their owners' processes and are not listed)\n";
   return 0;
 }
 
@@ -303,6 +361,11 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand("status", "show nodes, resources, workers, pending tasks, jobs");
   status->add_option("--address", address, "head address host:port");
   status->add_flag("--json", json, "print the raw status as JSON");
+  auto* list = app.add_subcommand("list", "list cluster state");
+  auto* list_objects = list->add_subcommand("objects", "objects in the nodes' object stores");
+  list->require_subcommand(1);
+  list_objects->add_option("--address", address, "head address host:port");
+  list_objects->add_flag("--json", json, "print JSON");
   CLI11_PARSE(app, argc, argv);
   raio::InitLogging(spdlog::level::warn);
 
@@ -332,5 +395,6 @@ int main(int argc, char** argv) {
   }
   if (stop->parsed()) return Stop();
   if (status->parsed()) return Status(address, json);
+  if (list_objects->parsed()) return ListObjects(address, json);
   return 0;
 }

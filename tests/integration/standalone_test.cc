@@ -155,6 +155,41 @@ TEST_F(StandaloneTest, WaitingDemandShowsInStatusAndKilledDriverIsCleanedUp) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+TEST_F(StandaloneTest, ObjectsAreListedAndFreedWhenTheirOwnerDies) {
+  std::string out = (dir_ / "objects.log").string();
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string cmd = Driver("hold_object") + " > " + out + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", ("exec env " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto list_json = [&] {
+    auto r = RunCommand(std::string(RAIO_CLI_PATH) + " list objects --json --address " + address_);
+    return r.exit_code == 0 ? json::parse(r.output, nullptr, false) : json();
+  };
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        json l = list_json();
+        return l.is_object() && l["objects"].size() == 2;
+      },
+      20s))
+      << list_json().dump();
+  json l = list_json();
+  for (const auto& o : l["objects"]) {
+    EXPECT_GE(std::stoull(o["size_bytes"].get<std::string>()), 5u << 20);  // JSON uint64 = string
+    EXPECT_EQ(o["state"], "sealed");
+  }
+  auto text = RunCommand(std::string(RAIO_CLI_PATH) + " status");
+  EXPECT_NE(text.output.find("Object store: 2 objects"), std::string::npos) << text.output;
+  auto listing = RunCommand(std::string(RAIO_CLI_PATH) + " list objects");
+  EXPECT_NE(listing.output.find("2 objects in shared-memory stores"), std::string::npos)
+      << listing.output;
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(WaitFor([&] { return list_json()["objects"].empty(); }, 10s)) << list_json().dump();
+}
+
 TEST_F(StandaloneTest, StopEndsDaemonAndWorkers) {
   auto r = RunCommand(Driver("basic"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -205,6 +240,16 @@ int ScenarioBasic() {
   return 0;
 }
 
+int ScenarioHoldObject() {
+  raio::Init();
+  auto put = raio::Put(MakeBytes(5 << 20, 1));
+  auto made = raio::Task(MakeBytes).Remote(6 << 20, 2);
+  made.Get();
+  std::cout << "holding" << std::endl;
+  std::this_thread::sleep_for(60s);
+  return 0;
+}
+
 int ScenarioHoldSlot() {
   raio::Init();
   auto a = raio::Task(SleepMs).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(60000);
@@ -226,6 +271,7 @@ int main(int argc, char** argv) {
       std::string s = scenario;
       if (s == "basic") return ScenarioBasic();
       if (s == "hold_slot") return ScenarioHoldSlot();
+      if (s == "hold_object") return ScenarioHoldObject();
       std::cerr << "unknown scenario " << s << "\n";
       return 64;
     } catch (const std::exception& e) {

@@ -143,6 +143,24 @@ void HeadService::OnRequest(const std::shared_ptr<rpc::Connection>& conn,
     case proto::GET_CLUSTER_STATUS:
       HandleGetClusterStatus(conn, h);
       return;
+    case proto::LIST_CLUSTER_OBJECTS: {
+      auto merged = std::make_shared<proto::ObjectList>();
+      auto remaining = std::make_shared<int>(static_cast<int>(nodes_.size()));
+      if (*remaining == 0) return conn->Reply(h, *merged);
+      for (const auto& [id, node] : nodes_) {
+        node.conn->Call(
+            proto::LIST_OBJECTS, proto::Empty(),
+            [conn, h, merged, remaining](const absl::StatusOr<std::string_view>& r) {
+              proto::ObjectList list;
+              if (r.ok() && list.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
+                for (auto& o : *list.mutable_objects()) *merged->add_objects() = std::move(o);
+              }
+              if (--*remaining == 0) conn->Reply(h, *merged);
+            },
+            kNodeStatsTimeout);
+      }
+      return;
+    }
     case proto::SHUTDOWN_CLUSTER:
       conn->Reply(h, proto::Empty());
       if (options_.on_shutdown_request) options_.on_shutdown_request();
