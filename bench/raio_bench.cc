@@ -7,6 +7,10 @@
 //   - sync no-op tasks: submit one, Get it, repeat (median / p99 round trip, tasks/s);
 //   - async no-op tasks: submit 10,000, then Get all, a few rounds (best / median tasks/s);
 //   - small Put then Get of an int (calls/s, median latency);
+//   - large objects (1 MiB, 100 MiB, 1 GiB std::vector<uint8_t>): Put and typed Get
+//     throughput (GB/s), GetView latency (zero copy); a task on a worker that takes a
+//     1 GiB / 100 MiB vector argument (read from shared memory, copied once into the
+//     parameter) and one taking a 1 GiB raio::Buffer (zero copy): round trips;
 //   - embedded cluster start to first result, and Shutdown time: this binary re-runs
 //     itself with RAIO_BENCH_STARTUP=1 (Init + one task + Get + Shutdown) several times.
 // Prints a table with targets and writes the same figures as JSON to
@@ -46,7 +50,19 @@ void Noop() {}
 int Echo(int x) { return x; }
 long WorkerPid() { return static_cast<long>(::getpid()); }
 
-RAIO_REMOTE(Noop, Echo, WorkerPid);
+// Object store benchmarks: the worker touches the argument (size, first and last byte).
+// By value: the argument is read in place from shared memory, then copied once into `v`.
+std::vector<uint64_t> TouchVector(std::vector<uint8_t> v) {
+  if (v.empty()) return {0, 0, 0};
+  return {v.size(), v.front(), v.back()};
+}
+// raio::Buffer: a view of the object in shared memory, nothing copied.
+std::vector<uint64_t> TouchBuffer(raio::Buffer b) {
+  if (b.size() == 0) return {0, 0, 0};
+  return {b.size(), b.data()[0], b.data()[b.size() - 1]};
+}
+
+RAIO_REMOTE(Noop, Echo, WorkerPid, TouchVector, TouchBuffer);
 
 namespace {
 
@@ -54,6 +70,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kStartupEnv[] = "RAIO_BENCH_STARTUP";
 constexpr char kStartupLinePrefix[] = "RAIO_BENCH_STARTUP_RESULT";
+
+// Size of the embedded cluster's object store for the main run: room for a 1 GiB object
+// plus its warm-up and a 1 GiB Buffer with slack (the startup children keep the default).
+constexpr uint64_t kObjectStoreBytes = 3ull << 30;
 
 double MicrosSince(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration<double, std::micro>(t1 - t0).count();
@@ -389,6 +409,207 @@ std::vector<Row> BenchPutGet(const Options& opt, Watchdog& wd) {
   return {rate, lat};
 }
 
+// ---------------------------------------------------------------------------------------
+// Large objects in the shared-memory store.
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kGiB = std::size_t{1} << 30;
+
+double GBps(std::size_t bytes, double us) { return bytes / (us / 1e6) / 1e9; }
+
+std::string SizeName(std::size_t bytes) {
+  if (bytes >= kGiB && bytes % kGiB == 0) return std::to_string(bytes / kGiB) + " GiB";
+  return std::to_string(bytes / kMiB) + " MiB";
+}
+
+// Sentinel bytes at 16 evenly spaced places (and the last byte), so that a wrong copy
+// or view is noticed without comparing every byte.
+std::vector<std::size_t> SentinelPositions(std::size_t n) {
+  std::vector<std::size_t> pos;
+  for (std::size_t k = 0; k < 16; ++k) pos.push_back(k * (n / 16));
+  pos.push_back(n - 1);
+  return pos;
+}
+uint8_t SentinelValue(std::size_t k) { return static_cast<uint8_t>(0x11 + 13 * k); }
+
+std::vector<uint8_t> MakePayload(std::size_t n) {
+  std::vector<uint8_t> v(n, 0x5a);  // touches every page, outside the timed part
+  auto pos = SentinelPositions(n);
+  for (std::size_t k = 0; k < pos.size(); ++k) v[pos[k]] = SentinelValue(k);
+  return v;
+}
+
+template <typename Bytes>
+void CheckPayload(const Bytes& data, std::size_t got_size, std::size_t n, const std::string& what) {
+  if (got_size != n) {
+    throw std::runtime_error(what + ": size " + std::to_string(got_size) + ", expected " +
+                             std::to_string(n));
+  }
+  auto pos = SentinelPositions(n);
+  for (std::size_t k = 0; k < pos.size(); ++k) {
+    if (data[pos[k]] != SentinelValue(k)) {
+      throw std::runtime_error(what + ": wrong byte at offset " + std::to_string(pos[k]));
+    }
+  }
+}
+
+// The store deletes freed objects asynchronously; give it time, so that the next Put
+// reuses the (pre-faulted) lowest offsets.
+void WaitForAsyncDelete() { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }
+
+std::vector<Row> BenchObjectStore(const Options& opt, Watchdog& wd) {
+  struct Size {
+    std::size_t bytes;
+    int put_reps, get_reps, view_reps;
+  };
+  const std::vector<Size> sizes =
+      opt.quick ? std::vector<Size>{{kMiB, 10, 10, 10}, {100 * kMiB, 3, 3, 5}, {kGiB, 3, 1, 5}}
+                : std::vector<Size>{{kMiB, 20, 20, 20}, {100 * kMiB, 5, 5, 10}, {kGiB, 3, 3, 10}};
+  std::vector<Row> rows;
+  for (const Size& sz : sizes) {
+    const std::size_t n = sz.bytes;
+    const std::string name = SizeName(n);
+    wd.Enter("object store: prepare " + name, std::chrono::seconds(60));
+    std::vector<uint8_t> payload = MakePayload(n);
+
+    // Warm-up: the store pre-faults only its first 256 MiB; this faults the pages of the
+    // region the timed Puts reuse.
+    wd.Enter("object store: warm-up Put " + name, std::chrono::seconds(60));
+    { auto warm = raio::Put(payload); }
+    WaitForAsyncDelete();
+
+    wd.Enter("object store: Put " + name, std::chrono::seconds(90));
+    std::vector<double> put_us;
+    raio::ObjectRef<std::vector<uint8_t>> ref;
+    for (int i = 0; i < sz.put_reps; ++i) {
+      if (i > 0) {
+        ref = {};
+        WaitForAsyncDelete();
+      }
+      Clock::time_point t0 = Clock::now();
+      ref = raio::Put(payload);
+      put_us.push_back(MicrosSince(t0, Clock::now()));
+    }
+    std::vector<uint8_t>().swap(payload);  // frees it
+
+    // Typed Get: a copy into a new vector (allocation and page faults included).
+    wd.Enter("object store: Get " + name, std::chrono::seconds(90));
+    std::vector<double> get_us;
+    for (int i = 0; i < sz.get_reps; ++i) {
+      Clock::time_point t0 = Clock::now();
+      std::vector<uint8_t> got = ref.Get();
+      get_us.push_back(MicrosSince(t0, Clock::now()));
+      CheckPayload(got, got.size(), n, "Get " + name);
+    }
+
+    wd.Enter("object store: GetView " + name, std::chrono::seconds(60));
+    std::vector<double> view_us;
+    for (int i = 0; i < sz.view_reps; ++i) {
+      Clock::time_point t0 = Clock::now();
+      raio::ArrayView<uint8_t> view = ref.GetView();
+      view_us.push_back(MicrosSince(t0, Clock::now()));
+      CheckPayload(view, view.size(), n, "GetView " + name);
+    }
+    ref = {};
+    WaitForAsyncDelete();
+
+    nlohmann::json d_put = {{"bytes", n},
+                            {"reps", put_us.size()},
+                            {"us_each", put_us},
+                            {"best_GBps", GBps(n, Percentile(put_us, 0))}};
+    Row put = Make("Put " + name + " vector<uint8_t> (median)", GBps(n, Median(put_us)), "GB/s");
+    if (n == kGiB) put = AtLeast(put, 5);
+    put.detail = d_put;
+    nlohmann::json d_get = {{"bytes", n},
+                            {"reps", get_us.size()},
+                            {"us_each", get_us},
+                            {"best_GBps", GBps(n, Percentile(get_us, 0))}};
+    Row get = Make("Get " + name + " typed copy (median)", GBps(n, Median(get_us)), "GB/s");
+    get.detail = d_get;
+    nlohmann::json d_view = {{"bytes", n}, {"reps", view_us.size()}, {"us_each", view_us}};
+    Row view = Make("GetView " + name + " (median)", Median(view_us), "us");
+    if (n == kGiB) view = AtMost(view, 1000);
+    view.detail = d_view;
+    rows.push_back(put);
+    rows.push_back(get);
+    rows.push_back(view);
+  }
+  return rows;
+}
+
+// A task on a worker (another process on this node) that takes a large object as its
+// argument: std::vector<uint8_t> (read in place, copied once into the parameter) and
+// raio::Buffer (zero copy). Measures the round trip: submit to result.
+std::vector<Row> BenchObjectArgs(const Options& opt, Watchdog& wd) {
+  std::vector<Row> rows;
+  const int reps = opt.quick ? 2 : 3;
+  // Warms a worker up (it is started on demand) before the first timed task.
+  wd.Enter("object args: worker warm-up", std::chrono::seconds(60));
+  raio::Task(Noop).Remote().Get();
+
+  for (std::size_t n : {100 * kMiB, kGiB}) {
+    const std::string name = SizeName(n);
+    wd.Enter("object args: Put " + name, std::chrono::seconds(60));
+    raio::ObjectRef<std::vector<uint8_t>> ref;
+    {
+      std::vector<uint8_t> payload = MakePayload(n);
+      ref = raio::Put(payload);
+    }
+    wd.Enter("object args: task taking vector " + name, std::chrono::seconds(120));
+    std::vector<double> us;
+    for (int i = 0; i < reps + 1; ++i) {  // the first one maps the object in the worker
+      Clock::time_point t0 = Clock::now();
+      std::vector<uint64_t> r = raio::Task(TouchVector).Remote(ref).Get();
+      double t = MicrosSince(t0, Clock::now());
+      if (r.size() != 3 || r[0] != n || r[1] != SentinelValue(0) || r[2] != SentinelValue(16)) {
+        throw std::runtime_error("TouchVector(" + name + ") returned a wrong result");
+      }
+      if (i > 0) us.push_back(t);
+    }
+    ref = {};
+    WaitForAsyncDelete();
+    Row row = Make("task arg vector<uint8_t> " + name + " (median)", GBps(n, Median(us)), "GB/s");
+    row.detail = {{"bytes", n},
+                  {"reps", us.size()},
+                  {"round_trip_us_each", us},
+                  {"note", "round trip of a task copying the argument once into a vector"}};
+    rows.push_back(row);
+  }
+
+  {
+    const std::size_t n = kGiB;
+    wd.Enter("object args: Put Buffer 1 GiB", std::chrono::seconds(60));
+    raio::ObjectRef<raio::Buffer> ref;
+    {
+      std::vector<uint8_t> payload = MakePayload(n);
+      raio::Buffer buf = raio::Buffer::Copy(payload.data(), payload.size());
+      std::vector<uint8_t>().swap(payload);  // frees it
+      ref = raio::Put(buf);
+    }
+    wd.Enter("object args: task taking Buffer 1 GiB", std::chrono::seconds(60));
+    std::vector<double> us;
+    const int buf_reps = opt.quick ? 5 : 10;
+    for (int i = 0; i < buf_reps + 1; ++i) {
+      Clock::time_point t0 = Clock::now();
+      std::vector<uint64_t> r = raio::Task(TouchBuffer).Remote(ref).Get();
+      double t = MicrosSince(t0, Clock::now());
+      if (r.size() != 3 || r[0] != n || r[1] != SentinelValue(0) || r[2] != SentinelValue(16)) {
+        throw std::runtime_error("TouchBuffer(1 GiB) returned a wrong result");
+      }
+      if (i > 0) us.push_back(t);
+    }
+    ref = {};
+    WaitForAsyncDelete();
+    Row row = Make("task arg Buffer 1 GiB round trip (median)", Median(us), "us");
+    row.detail = {{"bytes", n},
+                  {"reps", us.size()},
+                  {"round_trip_us_each", us},
+                  {"note", "zero copy: the worker views the object in shared memory"}};
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 std::string SelfExe() {
   std::error_code ec;
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -560,7 +781,14 @@ int main(int argc, char** argv) {
   // Taken before Init for the startup child; reading the clock has no side effects.
   const Clock::time_point t_before_init = Clock::now();
   const bool startup_child = std::getenv(kStartupEnv) != nullptr;
-  raio::Init(argc, argv);  // workers re-run this binary and never get past this line
+  raio::InitOptions init_options;
+  // Embedded cluster only (Init refuses it with RAIO_ADDRESS); startup children keep the
+  // default, as a plain Init would.
+  if (!startup_child && std::getenv("RAIO_ADDRESS") == nullptr) {
+    init_options.object_store_memory_bytes = kObjectStoreBytes;
+  }
+  // Workers re-run this binary and never get past this line.
+  raio::Init(init_options, argc, argv);
   if (startup_child) return RunStartupChild(t_before_init);
 
   std::optional<Options> opt = ParseOptions(argc, argv);
@@ -600,6 +828,8 @@ int main(int argc, char** argv) {
     run("sync no-op tasks", BenchSync);
     run("async no-op tasks", BenchAsync);
     run("put/get small int", BenchPutGet);
+    run("object store: Put/Get/GetView 1 MiB, 100 MiB, 1 GiB", BenchObjectStore);
+    run("object store: task arguments 100 MiB, 1 GiB", BenchObjectArgs);
     run("start to first result (child processes)", BenchStartup);
     wd.Enter("shutdown", std::chrono::seconds(60));
     raio::Shutdown();

@@ -93,3 +93,50 @@ template <typename T>
 struct IsObjectRef<ObjectRef<T>> : std::true_type {};
 
 }  // namespace raio
+
+// ObjectRefs may be nested inside values (a std::vector<ObjectRef<T>>, a struct field, a
+// task's result): they are packed as [object id, owner id, owner address], and unpacking
+// one registers the receiving process as a borrower, so the object lives as long as any
+// reference anywhere.
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+  namespace adaptor {
+  template <typename T>
+  struct pack<raio::ObjectRef<T>> {
+    template <typename Stream>
+    msgpack::packer<Stream>& operator()(msgpack::packer<Stream>& o,
+                                        const raio::ObjectRef<T>& ref) const {
+      raio::internal::OwnerInfo owner = raio::internal::OnObjectRefSerialized(ref.ID());
+      std::string id = ref.ID().Binary();
+      o.pack_array(3);
+      o.pack_bin(static_cast<uint32_t>(id.size()));
+      o.pack_bin_body(id.data(), static_cast<uint32_t>(id.size()));
+      o.pack_bin(static_cast<uint32_t>(owner.owner_worker_id.size()));
+      o.pack_bin_body(owner.owner_worker_id.data(),
+                      static_cast<uint32_t>(owner.owner_worker_id.size()));
+      o.pack(owner.owner_address);
+      return o;
+    }
+  };
+  template <typename T>
+  struct convert<raio::ObjectRef<T>> {
+    const msgpack::object& operator()(const msgpack::object& o, raio::ObjectRef<T>& ref) const {
+      if (o.type != msgpack::type::ARRAY || o.via.array.size != 3 ||
+          o.via.array.ptr[0].type != msgpack::type::BIN ||
+          o.via.array.ptr[0].via.bin.size != raio::ObjectId::kSize) {
+        throw msgpack::type_error();
+      }
+      const auto& a = o.via.array.ptr;
+      raio::ObjectId id = raio::ObjectId::FromBinary(
+          std::string_view(a[0].via.bin.ptr, a[0].via.bin.size));
+      raio::internal::OwnerInfo owner;
+      if (a[1].type == msgpack::type::BIN) owner.owner_worker_id.assign(a[1].via.bin.ptr, a[1].via.bin.size);
+      a[2].convert(owner.owner_address);
+      raio::internal::OnObjectRefDeserialized(id, owner);
+      ref = raio::ObjectRef<T>(id, typename raio::ObjectRef<T>::Adopt{});
+      return o;
+    }
+  };
+  }  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE
+}  // namespace msgpack

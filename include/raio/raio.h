@@ -83,9 +83,10 @@ ObjectRef<std::decay_t<T>> Put(const T& value) {
     id = internal::PutObject(internal::ValueFormat::kArray, internal::DTypeOf<E>(), value.data(),
                              value.size() * sizeof(E));
   } else {
+    internal::ContainedRefs contained;  // ObjectRefs nested in the value stay alive with it
     std::string bytes = internal::Pack(value);
     id = internal::PutObject(internal::ValueFormat::kMsgpack, internal::DType::kNone, bytes.data(),
-                             bytes.size());
+                             bytes.size(), contained.Take());
   }
   return ObjectRef<D>(id, typename ObjectRef<D>::Adopt{});
 }

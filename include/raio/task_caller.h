@@ -38,7 +38,8 @@ constexpr bool ArgMatches() {
   using PD = std::decay_t<P>;
   using AD = std::decay_t<A>;
   if constexpr (IsObjectRef<AD>::value) {
-    return std::is_same_v<typename AD::ValueType, PD>;
+    // ObjectRef<T> for T (resolved to the value), or for ObjectRef<T> (passed as a ref).
+    return std::is_same_v<typename AD::ValueType, PD> || std::is_same_v<AD, PD>;
   } else if constexpr (IsRefListFor<PD, AD>::value) {
     return true;
   } else {
@@ -51,17 +52,21 @@ TaskArg MakeArg(A&& arg) {
   using PD = std::decay_t<P>;
   using AD = std::decay_t<A>;
   TaskArg out;
-  if constexpr (IsObjectRef<AD>::value) {
+  if constexpr (IsObjectRef<AD>::value && !std::is_same_v<AD, PD>) {
     out.kind = TaskArg::Kind::kObjectRef;
     out.refs.push_back(arg.ID());
   } else if constexpr (IsRefListFor<PD, AD>::value) {
     out.kind = TaskArg::Kind::kObjectRefList;
     out.refs.reserve(arg.size());
     for (const auto& ref : arg) out.refs.push_back(ref.ID());
-  } else if constexpr (std::is_same_v<AD, PD>) {
-    out.value = Encode(arg);
   } else {
-    out.value = Encode(static_cast<PD>(std::forward<A>(arg)));
+    ContainedRefs contained;  // ObjectRefs inside a by-value argument live until the task ends
+    if constexpr (std::is_same_v<AD, PD>) {
+      out.value = Encode(arg);
+    } else {
+      out.value = Encode(static_cast<PD>(std::forward<A>(arg)));
+    }
+    out.contained = contained.Take();
   }
   return out;
 }

@@ -125,3 +125,26 @@ uint64_t ChecksumBuffer(raio::Buffer buffer) { return ChecksumBytes(buffer.data(
 
 RAIO_REMOTE(raio_test::MakeBytes, raio_test::Checksum, raio_test::MakeArray, raio_test::SumArray,
             raio_test::CountElements, raio_test::ChecksumBuffer);
+
+namespace raio_test {
+
+std::vector<BytesRef> MakeRefs(int n, int64_t size) {
+  std::vector<BytesRef> refs;
+  for (int i = 0; i < n; ++i) refs.push_back(raio::Put(MakeBytes(size, 100 + i)));
+  return refs;
+}
+
+uint64_t ChecksumAll(std::vector<BytesRef> refs) {
+  uint64_t h = 0;
+  for (const auto& r : refs) h = h * 31 + Checksum(r.Get());
+  return h;
+}
+
+BytesRef EchoRef(BytesRef ref) { return ref; }
+
+raio::ObjectRef<int> MakeSmallRef(int value) { return raio::Put(value); }
+
+}  // namespace raio_test
+
+RAIO_REMOTE(raio_test::MakeRefs, raio_test::ChecksumAll, raio_test::EchoRef,
+            raio_test::MakeSmallRef);

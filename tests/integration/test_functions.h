@@ -53,3 +53,15 @@ int64_t CountElements(std::vector<std::vector<double>> lists);
 // Returns a view-based checksum computed in the worker from a Buffer argument.
 uint64_t ChecksumBuffer(raio::Buffer buffer);
 }  // namespace raio_test
+
+namespace raio_test {
+using BytesRef = raio::ObjectRef<std::vector<uint8_t>>;
+// Puts `n` objects of `size` bytes inside the worker (which owns them) and returns refs.
+std::vector<BytesRef> MakeRefs(int n, int64_t size);
+// Gets every ref (borrowed from their owner) and combines their checksums.
+uint64_t ChecksumAll(std::vector<BytesRef> refs);
+// Returns the ref it was given (not its value).
+BytesRef EchoRef(BytesRef ref);
+// Puts a small int in the worker and returns its ref (a small object owned by a worker).
+raio::ObjectRef<int> MakeSmallRef(int value);
+}  // namespace raio_test

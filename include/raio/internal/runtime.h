@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,7 +24,50 @@ struct TaskArg {
   Kind kind = Kind::kValue;
   EncodedValue value;              // kValue: the parameter's value
   std::vector<ObjectId> refs;      // kObjectRef: one id; kObjectRefList: many
+  std::vector<ObjectId> contained; // kValue: ObjectRefs serialized inside the value
 };
+
+// Collects the ids of ObjectRefs serialized (packed) on this thread while it is the
+// innermost live collector; scopes nest. Used around every serialization of a value that
+// outlives the call (Put, task arguments, task results) so the runtime can keep the
+// referenced objects alive as long as the containing value.
+class ContainedRefs {
+ public:
+  ContainedRefs();
+  // `on_add` runs for each id as it is serialized, while the ObjectRef still exists.
+  explicit ContainedRefs(std::function<void(const ObjectId&)> on_add);
+  ~ContainedRefs();
+  ContainedRefs(const ContainedRefs&) = delete;
+  ContainedRefs& operator=(const ContainedRefs&) = delete;
+  std::vector<ObjectId> Take() { return std::move(ids_); }
+  void Add(const ObjectId& id) {
+    ids_.push_back(id);
+    if (on_add_) on_add_(id);
+  }
+
+ private:
+  ContainedRefs* previous_;
+  std::vector<ObjectId> ids_;
+  std::function<void(const ObjectId&)> on_add_;
+};
+
+// Adds `id` to the innermost live ContainedRefs of this thread, if any.
+void RecordSerializedRef(const ObjectId& id);
+
+// Where an object's owner can be reached (see proto/raio/owner.proto).
+struct OwnerInfo {
+  std::string owner_worker_id;  // 8 bytes
+  std::string owner_address;    // Unix socket path of the owner service
+};
+// Called when an ObjectRef is packed: records the id in the active ContainedRefs and
+// returns its owner. Throws InvalidUsageError when raio is not initialized or the object
+// is unknown in this process.
+OwnerInfo OnObjectRefSerialized(const ObjectId& id);
+// Called when an ObjectRef is unpacked: takes one local reference (adopted by the new
+// ObjectRef); the first reference to an object owned elsewhere registers this process as
+// a borrower with the owner (a blocking RPC). Throws ObjectLostError when the owner no
+// longer has the object or cannot be reached.
+void OnObjectRefDeserialized(const ObjectId& id, const OwnerInfo& owner);
 
 // Options of one task submission (see TaskCaller).
 struct TaskOptions {
@@ -43,7 +87,8 @@ ObjectId SubmitTask(const std::string& function_name, std::vector<TaskArg> args,
 // copying them once: into the node's shared-memory store when `size` is at least the
 // inline threshold (100 KiB), else into this process. Returns its id with one adopted
 // local reference. Throws ObjectStoreFullError when the store cannot make room.
-ObjectId PutObject(ValueFormat format, DType dtype, const void* data, std::size_t size);
+ObjectId PutObject(ValueFormat format, DType dtype, const void* data, std::size_t size,
+                   std::vector<ObjectId> contained = {});
 
 // Blocks until the object is ready or `timeout` passes (nullopt: no limit). Returns a
 // view of its bytes (mapped from the shared-memory store, pinned while the view's keeper

@@ -101,9 +101,15 @@ std::shared_ptr<worker::CoreWorker> CoreOrThrow() {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     g_core = std::make_shared<worker::CoreWorker>(
-        worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), r.node_has_gpus()},
+        worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), r.node_has_gpus(),
+                                    session},
         *loop, *node, std::move(*store));
     executor->set_store(&g_core->store());
+    executor->set_core(g_core.get());
+  }
+  if (absl::Status s = g_core->StartOwnerService(); !s.ok()) {
+    RAIO_LOG_ERROR("worker cannot start its owner service: {}", s.message());
+    _exit(2);
   }
   executor->Run();
   _exit(0);
@@ -166,9 +172,14 @@ void JoinCluster(DriverRuntime& rt, const std::string& address) {
     throw ClusterUnavailableError(absl::StrCat("cannot map the node's object store: ",
                                                store.status().message()));
   }
+  std::string socket_dir = jr.node_socket_path().substr(0, jr.node_socket_path().rfind('/'));
   rt.core = std::make_shared<worker::CoreWorker>(
-      worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), dr.node_has_gpus()},
+      worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), dr.node_has_gpus(),
+                                  socket_dir},
       *rt.loop, rt.node, std::move(*store));
+  if (absl::Status s = rt.core->StartOwnerService(); !s.ok()) {
+    throw ClusterUnavailableError(absl::StrCat("cannot start the owner service: ", s.message()));
+  }
   *weak_core = rt.core;
 }
 
@@ -266,8 +277,9 @@ ObjectId SubmitTask(const std::string& function_name, std::vector<TaskArg> args,
   return CoreOrThrow()->SubmitTask(function_name, std::move(args), options);
 }
 
-ObjectId PutObject(ValueFormat format, DType dtype, const void* data, std::size_t size) {
-  return CoreOrThrow()->Put(format, dtype, data, size);
+ObjectId PutObject(ValueFormat format, DType dtype, const void* data, std::size_t size,
+                   std::vector<ObjectId> contained) {
+  return CoreOrThrow()->Put(format, dtype, data, size, std::move(contained));
 }
 
 ValueView GetObject(const ObjectId& id, std::optional<std::chrono::microseconds> timeout) {
@@ -289,6 +301,12 @@ ObjectStats GetObjectStats() {
   out.store_spilled_objects = stats.object_store().num_spilled();
   out.store_capacity_bytes = stats.object_store().capacity_bytes();
   return out;
+}
+
+OwnerInfo OnObjectRefSerialized(const ObjectId& id) { return CoreOrThrow()->SerializeRef(id); }
+
+void OnObjectRefDeserialized(const ObjectId& id, const OwnerInfo& owner) {
+  CoreOrThrow()->DeserializeRef(id, owner);
 }
 
 void AddLocalReference(const ObjectId& id) {

@@ -25,9 +25,15 @@ CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Co
       loop_(loop),
       node_(node),
       store_(std::move(store)),
-      objects_([this](const ObjectId& id) { store_->Delete(id); }),
+      objects_(ObjectTable::Callbacks{
+          [this](const ObjectId& id, ObjectEntry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            OnObjectFreed(id, e);
+          },
+          [this](const ObjectId& id, ObjectEntry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            OnObjectReady(id, e);
+          }}),
       submitter_(mu_, ready_cv_, completions_, objects_, loop, node, options_.node_id_hex,
-                 options_.node_has_gpus) {}
+                 options_.node_has_gpus, options_.worker_id) {}
 
 CoreWorker::~CoreWorker() { Shutdown(); }
 
@@ -36,6 +42,8 @@ void CoreWorker::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   submitter_.Shutdown();
+  for (auto& [address, conn] : owner_conns_) conn->Close(absl::CancelledError("shutting down"));
+  owner_conns_.clear();
   ready_cv_.SignalAll();
 }
 
@@ -78,6 +86,10 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   spec->set_owner_worker_id(options_.worker_id.Binary());
   spec->set_name(options.name);
   task->retries_left = options.max_retries;
+  std::vector<ObjectId> contained;
+  for (auto& arg : args) {
+    contained.insert(contained.end(), arg.contained.begin(), arg.contained.end());
+  }
   for (std::size_t i = 0; i < args.size(); ++i) {
     proto::TaskArg* a = spec->add_args();
     if (args[i].kind == internal::TaskArg::Kind::kValue) {
@@ -97,13 +109,22 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   task->return_id = MakeObjectId(task_id, 1);
   ObjectId id = task->return_id;
   objects_.Create(id, /*local_refs=*/1);
+  for (const auto& c : contained) objects_.AddTaskArgRef(c);
+  task->held_refs = std::move(contained);
+  // Borrowed ObjectRef arguments: ask their owners for the values.
+  for (const auto& [index, ids] : task->ref_args) {
+    for (const auto& ref : ids) {
+      ObjectEntry* e = objects_.Find(ref);
+      if (e != nullptr && e->borrowed && !e->ready) FetchBorrowedLocked(ref, *e);
+    }
+  }
   submitter_.Submit(std::move(task), *demand);
   for (const auto& put : auto_put) objects_.RemoveLocalRef(put);
   return id;
 }
 
 ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, const void* data,
-                         std::size_t size) {
+                         std::size_t size, std::vector<ObjectId> contained) {
   ObjectId id;
   {
     absl::MutexLock lock(&mu_);
@@ -119,12 +140,16 @@ ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, co
     absl::MutexLock lock(&mu_);
     objects_.Create(id, /*local_refs=*/1);
     objects_.SetInStore(id);
+    for (const auto& c : contained) objects_.AddLocalRef(c);
+    objects_.SetContained(id, std::move(contained));
     return id;
   }
   auto bytes = std::make_shared<const std::string>(static_cast<const char*>(data), size);
   absl::MutexLock lock(&mu_);
   objects_.Create(id, /*local_refs=*/1);
   objects_.SetValue(id, internal::ValueView{format, dtype, *bytes, bytes});
+  for (const auto& c : contained) objects_.AddLocalRef(c);
+  objects_.SetContained(id, std::move(contained));
   return id;
 }
 
@@ -176,6 +201,7 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
         if (!e->in_store) return e->value;
         break;  // read from the store below, without holding mu_
       }
+      if (e->borrowed) FetchBorrowedLocked(id, *e);
       if (WaitForCompletionLocked(spin_until, deadline, &blocked)) {
         if (blocked) NotifyBlocked(false);
         throw GetTimeoutError(absl::StrCat("object ", id.Hex(), " was not ready within ",
@@ -211,6 +237,7 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_obj
     int n = 0;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       ObjectEntry* e = objects_.Find(ids[i]);
+      if (e != nullptr && e->borrowed && !e->ready) FetchBorrowedLocked(ids[i], *e);
       // An unknown object can never become ready here: count it as ready (Get reports it).
       ready[i] = (e == nullptr) || e->ready;
       n += ready[i] ? 1 : 0;

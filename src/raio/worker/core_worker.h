@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "raio/internal/runtime.h"
 #include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
+#include "raio/rpc/listener.h"
 #include "raio/worker/object_table.h"
 #include "raio/worker/store_client.h"
 #include "raio/worker/task_submitter.h"
@@ -35,6 +37,8 @@ class CoreWorker {
     bool is_driver = true;
     std::string node_id_hex;
     bool node_has_gpus = false;
+    // Directory for this process's owner-service socket (o-<worker id>.sock).
+    std::string socket_dir;
   };
 
   // `loop` must outlive the CoreWorker; `node` is a started connection on that loop;
@@ -48,7 +52,18 @@ class CoreWorker {
   ObjectId SubmitTask(const std::string& function_name, std::vector<internal::TaskArg> args,
                       const internal::TaskOptions& options);
   ObjectId Put(internal::ValueFormat format, internal::DType dtype, const void* data,
-               std::size_t size);
+               std::size_t size, std::vector<ObjectId> contained = {});
+
+  // Starts the owner service (borrowers reach this process there). Call once.
+  absl::Status StartOwnerService();
+  // ObjectRef (de)serialization; see internal::OnObjectRefSerialized/Deserialized.
+  internal::OwnerInfo SerializeRef(const ObjectId& id);
+  void DeserializeRef(const ObjectId& id, const internal::OwnerInfo& owner);
+  // For a task result holding `id`: registers `borrower` (the task's owner) with the
+  // object's owner so the object outlives this worker's references. Blocking RPC unless
+  // this process owns it. Returns the ref's owner info for the reply.
+  absl::StatusOr<internal::OwnerInfo> RegisterBorrowerFor(const ObjectId& id,
+                                                          const WorkerId& borrower);
   internal::ValueView Get(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
   std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
                          std::optional<std::chrono::microseconds> timeout);
@@ -73,6 +88,15 @@ class CoreWorker {
 
  private:
   void NotifyBlocked(bool blocked);
+  void OnObjectFreed(const ObjectId& id, ObjectEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnObjectReady(const ObjectId& id, ObjectEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks a borrowed object's owner for its value (once); the reply completes the entry.
+  void FetchBorrowedLocked(const ObjectId& id, ObjectEntry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<rpc::Connection> OwnerConnectionLocked(const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnOwnerServiceRequest(const std::shared_ptr<rpc::Connection>& conn,
+                             const rpc::FrameHeader& h, std::string_view body);
   // Waits (mu_ held) for any completion: first by spinning until `spin_until` with mu_
   // released, then on the condition variable until `deadline`. Returns true on timeout.
   bool WaitForCompletionLocked(std::chrono::steady_clock::time_point spin_until,
@@ -90,6 +114,9 @@ class CoreWorker {
   ObjectTable objects_ ABSL_GUARDED_BY(mu_);
   TaskSubmitter submitter_;
   uint64_t next_task_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  std::string owner_address_;
+  std::unique_ptr<rpc::Listener> owner_listener_;
+  std::map<std::string, std::shared_ptr<rpc::Connection>> owner_conns_ ABSL_GUARDED_BY(mu_);
   std::string node_lost_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -1,20 +1,30 @@
-// ObjectTable: the objects an owner (driver or worker) owns: their values or errors once
-// ready, the tasks waiting for them as arguments, and their reference counts (copies of
-// ObjectRef in this process, plus pending tasks that take them as arguments). An
-// object is freed when both counts reach zero.
+// ObjectTable: the objects a process knows: those it owns (it submitted the task or
+// called Put) and those it borrows (it holds an ObjectRef to another process's object).
+//
+// Owned entries hold the value or error once ready, the tasks waiting for them, remote
+// processes waiting for them (GET_OBJECT), and their references: ObjectRef copies in this
+// process, pending tasks that take them as arguments, objects whose values contain them,
+// and borrowers (other processes, by worker id). An owned object is freed when all are
+// gone. Borrowed entries count the local references and remember the owner; when they
+// reach zero the owner is told (REMOVE_BORROWER). This is the ownership-based distributed
+// reference counting of Ray (Wang et al., "Ownership: a distributed futures system for
+// fine-grained tasks", NSDI 2021), simplified to one level of borrowers.
 // Threading: not thread-safe; CoreWorker guards it with its mutex.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "raio/common.pb.h"
 #include "raio/common/ids.h"
 #include "raio/internal/runtime.h"
+#include "raio/rpc/connection.h"
 
 namespace raio::worker {
 
@@ -22,39 +32,64 @@ struct TaskEntry;
 
 struct ObjectEntry {
   bool ready = false;
-  internal::ValueView value;               // ready with an inline value
-  bool in_store = false;                   // ready, value in the node's object store
+  internal::ValueView value;                      // ready with an inline value
+  bool in_store = false;                          // ready, value in the node's object store
   std::shared_ptr<const proto::ErrorInfo> error;  // ready with an error
   int local_refs = 0;
   int task_arg_refs = 0;
-  std::vector<TaskEntry*> dependents;      // tasks waiting for this object
+  std::vector<TaskEntry*> dependents;             // tasks waiting for this object
+  std::vector<ObjectId> contained;                // refs held by this object's value
+  // Owned objects: other processes holding references, by worker id.
+  std::map<WorkerId, int> borrowers;
+  std::vector<std::pair<std::shared_ptr<rpc::Connection>, rpc::FrameHeader>> remote_getters;
+  // Borrowed objects.
+  bool borrowed = false;
+  WorkerId owner_id;
+  std::string owner_address;
+  int owner_registrations = 0;  // ADD_BORROWER counts the owner holds for this process
+  bool fetch_requested = false;
 };
 
 class ObjectTable {
  public:
-  // `on_free_in_store` runs when an object whose value is in the store is freed.
-  explicit ObjectTable(std::function<void(const ObjectId&)> on_free_in_store)
-      : on_free_in_store_(std::move(on_free_in_store)) {}
-  // Adds a not-yet-ready object with `local_refs` references.
+  struct Callbacks {
+    // An entry was freed (already removed from the table).
+    std::function<void(const ObjectId&, ObjectEntry&)> on_free;
+    // An entry became ready (value, store or error).
+    std::function<void(const ObjectId&, ObjectEntry&)> on_ready;
+  };
+  explicit ObjectTable(Callbacks callbacks) : callbacks_(std::move(callbacks)) {}
+
+  // Adds a not-yet-ready owned object with `local_refs` references.
   void Create(const ObjectId& id, int local_refs);
+  // Adds (or finds) a borrowed entry and takes one local reference. Returns whether the
+  // entry is new.
+  bool AddBorrowed(const ObjectId& id, const WorkerId& owner, const std::string& address);
   ObjectEntry* Find(const ObjectId& id);
-  // Marks ready with a value / an error. Returns the tasks that waited for it; empty if
-  // the object was already freed (the result is then dropped).
+  // Marks ready with a value / in the store / with an error. Returns the tasks that
+  // waited for it; empty if the object was already freed (then a store value is deleted
+  // through on_free).
   std::vector<TaskEntry*> SetValue(const ObjectId& id, internal::ValueView value);
-  // Marks ready with its value in the store. If the object was already freed, runs
-  // on_free_in_store for it right away.
   std::vector<TaskEntry*> SetInStore(const ObjectId& id);
   std::vector<TaskEntry*> SetError(const ObjectId& id, std::shared_ptr<const proto::ErrorInfo> e);
+  // Records refs held by the object's value (each already counted once for it); if the
+  // object is gone, releases them.
+  void SetContained(const ObjectId& id, std::vector<ObjectId> contained);
   void AddLocalRef(const ObjectId& id);
   void RemoveLocalRef(const ObjectId& id);
   void AddTaskArgRef(const ObjectId& id);
   void RemoveTaskArgRef(const ObjectId& id);
+  void AddBorrower(const ObjectId& id, const WorkerId& borrower, int count);
+  void RemoveBorrower(const ObjectId& id, const WorkerId& borrower, int count);
   std::size_t size() const { return objects_.size(); }
 
  private:
-  void MaybeFree(std::unordered_map<ObjectId, ObjectEntry, ObjectId::Hasher>::iterator it);
-  std::function<void(const ObjectId&)> on_free_in_store_;
-  std::unordered_map<ObjectId, ObjectEntry, ObjectId::Hasher> objects_;
+  using Map = std::unordered_map<ObjectId, ObjectEntry, ObjectId::Hasher>;
+  std::vector<TaskEntry*> MarkReady(Map::iterator it);
+  void MaybeFree(Map::iterator it);
+
+  Callbacks callbacks_;
+  Map objects_;
 };
 
 }  // namespace raio::worker

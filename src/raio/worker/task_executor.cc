@@ -159,7 +159,29 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn,
     if (!reply.has_error()) {
       CoreWorker::SetExecutingTask(true);
       try {
-        absl::Status s = StoreResult(fn->invoker(fn->key, args), &reply);
+        // ObjectRefs packed into the result: make the task's owner a borrower of each
+        // while the ref still exists here, so they outlive this worker's references.
+        WorkerId owner = WorkerId::FromBinary(spec.owner_worker_id());
+        absl::Status ref_status;
+        internal::ContainedRefs contained([&](const ObjectId& id) {
+          if (core_ == nullptr || !ref_status.ok()) return;
+          auto info = core_->RegisterBorrowerFor(id, owner);
+          if (!info.ok()) {
+            ref_status = info.status();
+            return;
+          }
+          auto* c = reply.add_contained();
+          c->set_object_id(id.Binary());
+          c->set_owner_worker_id(info->owner_worker_id);
+          c->set_owner_address(info->owner_address);
+        });
+        internal::EncodedValue result = fn->invoker(fn->key, args);
+        if (!ref_status.ok()) {
+          throw ObjectLostError(absl::StrCat("an ObjectRef in the result of ",
+                                             spec.function_name(), " is lost: ",
+                                             ref_status.message()));
+        }
+        absl::Status s = StoreResult(std::move(result), &reply);
         if (!s.ok()) {
           fail(s.code() == absl::StatusCode::kResourceExhausted ? proto::OBJECT_STORE_FULL
                                                                 : proto::OBJECT_LOST,

@@ -31,6 +31,9 @@ class TaskExecutor {
   // read in place; results of 100 KiB or more are written there). Call before Run().
   void set_node_id(std::string node_id_hex) { node_id_hex_ = std::move(node_id_hex); }
   void set_store(StoreClient* store) { store_ = store; }
+  // The worker's core worker: registers the task's owner as borrower of ObjectRefs that a
+  // result contains.
+  void set_core(class CoreWorker* core) { core_ = core; }
   // Runs tasks until Stop(); blocks.
   void Run();
   // Makes Run() return after the task in progress. Thread-safe.
@@ -50,6 +53,7 @@ class TaskExecutor {
   std::unique_ptr<rpc::Listener> listener_;
   proto::PushTaskRequest request_;  // reused for every task
   StoreClient* store_ = nullptr;
+  class CoreWorker* core_ = nullptr;
   std::vector<std::string> device_mask_;  // CUDA_VISIBLE_DEVICES the worker started with
   std::string last_cuda_visible_devices_;
   bool cuda_set_ = false;

@@ -27,7 +27,7 @@ std::shared_ptr<const proto::ErrorInfo> MakeError(proto::ErrorType type, std::st
 TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv,
                              std::atomic<uint64_t>& completions, ObjectTable& objects,
                              EventLoop& loop, std::shared_ptr<rpc::Connection> node,
-                             std::string node_id_hex, bool node_has_gpus)
+                             std::string node_id_hex, bool node_has_gpus, WorkerId self)
     : mu_(mu),
       ready_cv_(ready_cv),
       completions_(completions),
@@ -35,7 +35,8 @@ TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv,
       loop_(loop),
       node_(std::move(node)),
       node_id_hex_(std::move(node_id_hex)),
-      node_has_gpus_(node_has_gpus) {}
+      node_has_gpus_(node_has_gpus),
+      self_(self) {}
 
 TaskSubmitter::~TaskSubmitter() = default;
 
@@ -229,6 +230,18 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
   } else {
     double us = static_cast<double>(r.exec_duration_us());
     cls->mean_exec_us = cls->mean_exec_us < 0 ? us : 0.8 * cls->mean_exec_us + 0.2 * us;
+    // ObjectRefs inside the result: the worker registered us as their borrower.
+    std::vector<ObjectId> contained;
+    for (const auto& info : r.contained()) {
+      ObjectId cid = ObjectId::FromBinary(info.object_id());
+      WorkerId owner = WorkerId::FromBinary(info.owner_worker_id());
+      if (owner != self_) {
+        objects_.AddBorrowed(cid, owner, info.owner_address());
+        if (ObjectEntry* e = objects_.Find(cid)) ++e->owner_registrations;
+      }  // else our owner service already counted the reference
+      contained.push_back(cid);
+    }
+    ObjectId return_id = t->return_id;
     if (r.has_error()) {
       Complete(t, {}, false, std::make_shared<proto::ErrorInfo>(std::move(*r.mutable_error())));
     } else if (r.in_store()) {
@@ -239,6 +252,7 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
                             static_cast<internal::DType>(r.dtype()), *bytes, bytes};
       Complete(t, std::move(v), false, nullptr);
     }
+    if (!contained.empty()) objects_.SetContained(return_id, std::move(contained));
   }
   Dispatch(cls);
 }
@@ -247,6 +261,7 @@ void TaskSubmitter::Complete(TaskEntry* t, internal::ValueView value, bool in_st
                              std::shared_ptr<const proto::ErrorInfo> error) {
   ObjectId id = t->return_id;
   for (const auto& ref : t->arg_refs) objects_.RemoveTaskArgRef(ref);
+  for (const auto& ref : t->held_refs) objects_.RemoveTaskArgRef(ref);
   tasks_.erase(t);  // frees t
   std::vector<TaskEntry*> dependents =
       error      ? objects_.SetError(id, std::move(error))

@@ -37,6 +37,7 @@ struct TaskEntry {
   std::vector<ObjectId> arg_refs;       // held as task-arg references (in-store ones until done)
   std::vector<std::pair<int, std::vector<ObjectId>>> ref_args;  // arg index -> ids
   std::vector<bool> ref_arg_is_list;
+  std::vector<ObjectId> held_refs;      // refs inside by-value args, held until done
 };
 
 struct LeaseState {
@@ -65,7 +66,7 @@ class TaskSubmitter {
   TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv, std::atomic<uint64_t>& completions,
                 ObjectTable& objects, EventLoop& loop,
                 std::shared_ptr<rpc::Connection> node, std::string node_id_hex,
-                bool node_has_gpus);
+                bool node_has_gpus, WorkerId self);
   ~TaskSubmitter();
 
   // Takes ownership of a task whose return object already exists in the table.
@@ -113,6 +114,7 @@ class TaskSubmitter {
   std::shared_ptr<rpc::Connection> node_;
   const std::string node_id_hex_;
   const bool node_has_gpus_;
+  const WorkerId self_;
   std::map<std::string, std::unique_ptr<SchedulingClass>> classes_ ABSL_GUARDED_BY(mu_);
   std::map<TaskEntry*, std::unique_ptr<TaskEntry>> tasks_ ABSL_GUARDED_BY(mu_);
   std::map<WorkerId, std::shared_ptr<rpc::Connection>> worker_conns_ ABSL_GUARDED_BY(mu_);

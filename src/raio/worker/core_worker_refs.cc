@@ -1,0 +1,299 @@
+// CoreWorker, part two: ownership across processes. The owner service that borrowers
+// call (ADD_BORROWER, REMOVE_BORROWER, GET_OBJECT), ObjectRef (de)serialization, and
+// what happens when an object is freed or becomes ready.
+#include "absl/strings/str_cat.h"
+#include "raio/common/config.h"
+#include "raio/common/logging.h"
+#include "raio/errors.h"
+#include "raio/owner.pb.h"
+#include "raio/rpc.pb.h"
+#include "raio/worker/core_worker.h"
+
+namespace raio {
+namespace internal {
+namespace {
+thread_local ContainedRefs* tls_contained = nullptr;
+}
+ContainedRefs::ContainedRefs() : previous_(tls_contained) { tls_contained = this; }
+ContainedRefs::ContainedRefs(std::function<void(const ObjectId&)> on_add)
+    : previous_(tls_contained), on_add_(std::move(on_add)) {
+  tls_contained = this;
+}
+ContainedRefs::~ContainedRefs() { tls_contained = previous_; }
+void RecordSerializedRef(const ObjectId& id) {
+  if (tls_contained != nullptr) tls_contained->Add(id);
+}
+}  // namespace internal
+
+namespace worker {
+
+absl::Status CoreWorker::StartOwnerService() {
+  owner_address_ = absl::StrCat(options_.socket_dir, "/o-", options_.worker_id.Hex(), ".sock");
+  auto l = rpc::Listener::ListenUnix(loop_.io(), owner_address_,
+                                     [this](std::shared_ptr<rpc::Connection> conn) {
+                                       conn->Start(
+                                           [this](const std::shared_ptr<rpc::Connection>& c,
+                                                  const rpc::FrameHeader& h,
+                                                  std::string_view body) {
+                                             OnOwnerServiceRequest(c, h, body);
+                                           },
+                                           nullptr);
+                                     });
+  if (!l.ok()) return l.status();
+  owner_listener_ = std::move(*l);
+  return absl::OkStatus();
+}
+
+void CoreWorker::OnOwnerServiceRequest(const std::shared_ptr<rpc::Connection>& conn,
+                                       const rpc::FrameHeader& h, std::string_view body) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  switch (h.method) {
+    case proto::ADD_BORROWER:
+    case proto::REMOVE_BORROWER: {
+      proto::BorrowerRequest req;
+      if (!req.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+        if (h.kind == rpc::FrameKind::kRequest) {
+          conn->ReplyError(h, absl::InvalidArgumentError("malformed BorrowerRequest"));
+        }
+        return;
+      }
+      ObjectId id = ObjectId::FromBinary(req.object_id());
+      WorkerId borrower = WorkerId::FromBinary(req.borrower_worker_id());
+      int count = std::max<int>(1, static_cast<int>(req.count()));
+      ObjectEntry* e = objects_.Find(id);
+      if (h.method == proto::ADD_BORROWER) {
+        if (e == nullptr || e->borrowed) {
+          conn->ReplyError(h, absl::NotFoundError(absl::StrCat(
+                                  "object ", id.Hex(), " is not owned by this process (freed?)")));
+          return;
+        }
+        // The owner itself as borrower (its own ref came back inside a task result).
+        for (int i = 0; i < count; ++i) {
+          if (borrower == options_.worker_id) {
+            objects_.AddLocalRef(id);
+          } else {
+            objects_.AddBorrower(id, borrower, 1);
+          }
+        }
+        conn->Reply(h, proto::Empty());
+      } else if (borrower == options_.worker_id) {
+        for (int i = 0; i < count; ++i) objects_.RemoveLocalRef(id);
+      } else {
+        objects_.RemoveBorrower(id, borrower, count);
+      }
+      return;
+    }
+    case proto::GET_OBJECT: {
+      proto::GetObjectRequest req;
+      if (!req.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+        conn->ReplyError(h, absl::InvalidArgumentError("malformed GetObjectRequest"));
+        return;
+      }
+      ObjectId id = ObjectId::FromBinary(req.object_id());
+      ObjectEntry* e = objects_.Find(id);
+      if (e == nullptr || e->borrowed) {
+        proto::GetObjectReply reply;
+        auto* err = reply.mutable_error();
+        err->set_type(proto::OBJECT_LOST);
+        err->set_message(absl::StrCat("object ", id.Hex(), " was freed by its owner"));
+        conn->Reply(h, reply);
+        return;
+      }
+      e->remote_getters.emplace_back(conn, h);
+      if (e->ready) OnObjectReady(id, *e);
+      return;
+    }
+    default:
+      if (h.kind == rpc::FrameKind::kRequest) {
+        conn->ReplyError(h, absl::UnimplementedError("not an owner-service method"));
+      }
+  }
+}
+
+void CoreWorker::OnObjectReady(const ObjectId& id, ObjectEntry& e) {
+  if (e.remote_getters.empty()) return;
+  proto::GetObjectReply reply;
+  if (e.error) {
+    *reply.mutable_error() = *e.error;
+  } else if (e.in_store) {
+    reply.set_in_store(true);
+  } else {
+    reply.set_value(std::string(e.value.bytes));
+    reply.set_format(static_cast<uint32_t>(e.value.format));
+    reply.set_dtype(static_cast<uint32_t>(e.value.dtype));
+  }
+  for (auto& [conn, header] : e.remote_getters) conn->Reply(header, reply);
+  e.remote_getters.clear();
+  (void)id;
+}
+
+void CoreWorker::OnObjectFreed(const ObjectId& id, ObjectEntry& e) {
+  if (e.borrowed) {
+    if (e.owner_registrations > 0) {
+      proto::BorrowerRequest req;
+      req.set_object_id(id.Binary());
+      req.set_borrower_worker_id(options_.worker_id.Binary());
+      req.set_count(static_cast<uint32_t>(e.owner_registrations));
+      if (auto conn = OwnerConnectionLocked(e.owner_address)) {
+        conn->SendOneWay(proto::REMOVE_BORROWER, req);
+      }
+    }
+    return;
+  }
+  if (e.in_store) store_->Delete(id);
+  for (auto& [conn, header] : e.remote_getters) {
+    conn->ReplyError(header, absl::NotFoundError("object freed"));
+  }
+}
+
+std::shared_ptr<rpc::Connection> CoreWorker::OwnerConnectionLocked(const std::string& address) {
+  auto it = owner_conns_.find(address);
+  if (it != owner_conns_.end() && !it->second->closed()) return it->second;
+  auto conn = rpc::ConnectUnix(loop_.io(), address);
+  if (!conn.ok()) {
+    RAIO_LOG_WARN("cannot reach object owner at {}: {}", address, conn.status().message());
+    return nullptr;
+  }
+  (*conn)->Start(nullptr, nullptr);
+  owner_conns_[address] = *conn;
+  return *conn;
+}
+
+void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
+  if (e.fetch_requested || e.ready) return;
+  e.fetch_requested = true;
+  auto conn = OwnerConnectionLocked(e.owner_address);
+  auto fail = [this, id](const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    submitter_.OnDependenciesReady(
+        objects_.SetError(id, MakeError(proto::OBJECT_LOST, why)));
+    completions_.fetch_add(1, std::memory_order_release);
+    ready_cv_.SignalAll();
+  };
+  if (!conn) {
+    fail(absl::StrCat("the owner of object ", id.Hex(), " (", e.owner_address,
+                      ") cannot be reached; it may have exited"));
+    return;
+  }
+  proto::GetObjectRequest req;
+  req.set_object_id(id.Binary());
+  conn->Call(proto::GET_OBJECT, req,
+             [this, id, fail](const absl::StatusOr<std::string_view>& r) {
+               absl::MutexLock lock(&mu_);
+               if (shut_down_) return;
+               proto::GetObjectReply reply;
+               if (!r.ok() || !reply.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
+                 fail(absl::StrCat("the owner of object ", id.Hex(), " went away: ",
+                                   r.ok() ? "malformed reply" : std::string(r.status().message())));
+                 return;
+               }
+               std::vector<TaskEntry*> ready;
+               if (reply.has_error()) {
+                 ready = objects_.SetError(
+                     id, std::make_shared<proto::ErrorInfo>(std::move(*reply.mutable_error())));
+               } else if (reply.in_store()) {
+                 // Borrowed: the owner deletes it from the store, not us.
+                 ObjectEntry* e = objects_.Find(id);
+                 if (e == nullptr) return;
+                 ready = objects_.SetInStore(id);
+               } else {
+                 auto bytes = std::make_shared<const std::string>(std::move(*reply.mutable_value()));
+                 ready = objects_.SetValue(
+                     id, internal::ValueView{static_cast<internal::ValueFormat>(reply.format()),
+                                             static_cast<internal::DType>(reply.dtype()), *bytes,
+                                             bytes});
+               }
+               completions_.fetch_add(1, std::memory_order_release);
+               ready_cv_.SignalAll();
+               submitter_.OnDependenciesReady(std::move(ready));
+             });
+}
+
+internal::OwnerInfo CoreWorker::SerializeRef(const ObjectId& id) {
+  internal::OwnerInfo info;
+  {
+    absl::MutexLock lock(&mu_);
+    ObjectEntry* e = objects_.Find(id);
+    if (e == nullptr) {
+      throw ObjectLostError(absl::StrCat("cannot serialize ObjectRef ", id.Hex(),
+                                         ": unknown in this process"));
+    }
+    info = e->borrowed ? internal::OwnerInfo{e->owner_id.Binary(), e->owner_address}
+                       : internal::OwnerInfo{options_.worker_id.Binary(), owner_address_};
+  }
+  internal::RecordSerializedRef(id);  // may register a borrower (blocking): not under mu_
+  return info;
+}
+
+void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& owner) {
+  WorkerId owner_id = WorkerId::FromBinary(owner.owner_worker_id);
+  std::shared_ptr<rpc::Connection> conn;
+  {
+    absl::MutexLock lock(&mu_);
+    if (owner_id == options_.worker_id) {
+      if (objects_.Find(id) == nullptr) {
+        throw ObjectLostError(absl::StrCat("object ", id.Hex(), " was already freed"));
+      }
+      objects_.AddLocalRef(id);
+      return;
+    }
+    if (!objects_.AddBorrowed(id, owner_id, owner.owner_address)) return;  // already borrowed
+    objects_.Find(id)->owner_registrations = 1;
+    conn = OwnerConnectionLocked(owner.owner_address);
+  }
+  // First reference in this process: register as a borrower before the container (which
+  // keeps the object alive meanwhile) can go away.
+  absl::Status s = conn ? absl::OkStatus()
+                        : absl::UnavailableError("the owner at " + owner.owner_address +
+                                                 " cannot be reached");
+  if (conn) {
+    proto::BorrowerRequest req;
+    req.set_object_id(id.Binary());
+    req.set_borrower_worker_id(options_.worker_id.Binary());
+    req.set_count(1);
+    s = rpc::CallSync(*conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
+  }
+  if (!s.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (ObjectEntry* e = objects_.Find(id)) {
+      e->owner_registrations = 0;
+      objects_.SetError(id, MakeError(proto::OBJECT_LOST,
+                                      absl::StrCat("cannot borrow object ", id.Hex(), ": ",
+                                                   s.message())));
+      completions_.fetch_add(1, std::memory_order_release);
+      ready_cv_.SignalAll();
+    }
+  }
+}
+
+absl::StatusOr<internal::OwnerInfo> CoreWorker::RegisterBorrowerFor(const ObjectId& id,
+                                                                    const WorkerId& borrower) {
+  std::shared_ptr<rpc::Connection> conn;
+  internal::OwnerInfo info;
+  {
+    absl::MutexLock lock(&mu_);
+    ObjectEntry* e = objects_.Find(id);
+    if (e == nullptr) return absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is unknown"));
+    if (!e->borrowed) {
+      if (borrower == options_.worker_id) {
+        objects_.AddLocalRef(id);
+      } else {
+        objects_.AddBorrower(id, borrower, 1);
+      }
+      return internal::OwnerInfo{options_.worker_id.Binary(), owner_address_};
+    }
+    info = {e->owner_id.Binary(), e->owner_address};
+    conn = OwnerConnectionLocked(e->owner_address);
+  }
+  if (!conn) return absl::UnavailableError("the object's owner cannot be reached");
+  proto::BorrowerRequest req;
+  req.set_object_id(id.Binary());
+  req.set_borrower_worker_id(borrower.Binary());
+  req.set_count(1);
+  absl::Status s = rpc::CallSync(*conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
+  if (!s.ok()) return s;
+  return info;
+}
+
+}  // namespace worker
+}  // namespace raio
