@@ -91,10 +91,16 @@ TEST_F(StandaloneTest, DriverRunsTasksOnStandaloneCluster) {
   auto r = RunCommand(Driver("basic"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("scenario basic ok"), std::string::npos) << r.output;
-  auto text = RunCommand(std::string(RAIO_CLI_PATH) + " status");
-  EXPECT_EQ(text.exit_code, 0) << text.output;
-  EXPECT_NE(text.output.find("CPU: 0 / 2"), std::string::npos) << text.output;
-  EXPECT_NE(text.output.find("job 1  finished"), std::string::npos) << text.output;
+  // The node releases the job's leases when it sees the driver's connection close.
+  CommandResult text;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        text = RunCommand(std::string(RAIO_CLI_PATH) + " status");
+        return text.output.find("CPU: 0 / 2") != std::string::npos &&
+               text.output.find("job 1  finished") != std::string::npos;
+      },
+      10s))
+      << text.output;
 }
 
 TEST_F(StandaloneTest, SeveralDriversShareTheCluster) {
