@@ -74,6 +74,12 @@ class ObjectStoreFullError : public RaioException {
   using RaioException::RaioException;
 };
 
+// The actor is dead: killed, its process died with no restarts left (or during a call
+// that may not be retried), or its factory threw. The message names the cause.
+class ActorDiedError : public RaioException {
+  using RaioException::RaioException;
+};
+
 // The object's value is gone: freed, never owned by this process, or its node/cluster died.
 class ObjectLostError : public RaioException {
   using RaioException::RaioException;

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "raio/actor.h"
 #include "raio/buffer.h"
 #include "raio/errors.h"
 #include "raio/object_ref.h"
@@ -34,6 +35,8 @@ namespace raio {
 struct InitOptions {
   // "host:port" of a standalone cluster's head [RAIO_ADDRESS, else an embedded cluster].
   std::string address;
+  // Namespace of named actors created by this job [a private one, "job-<id>"].
+  std::string ns;
   // Embedded cluster only: CPUs offered [detected core count].
   std::optional<double> num_cpus;
   // Embedded cluster only: GPUs offered [0; ids 0..n-1].

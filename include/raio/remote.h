@@ -11,7 +11,10 @@
 
 #include <string>
 #include <string_view>
+#include <memory>
+#include <stdexcept>
 #include <tuple>
+#include <typeinfo>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -67,9 +70,104 @@ std::vector<std::string> SplitMacroList(std::string_view text);
 using Invoker = EncodedValue (*)(const void* key, const std::vector<ValueView>& args);
 void RegisterFunctionWithInvoker(const std::string& name, const void* key, Invoker invoker);
 
+// --- actors: factories and methods ---
+
+template <typename R>
+struct FactoryTraits : std::false_type {};
+template <typename C>
+struct FactoryTraits<C*> : std::true_type {
+  using Class = C;
+};
+template <typename C>
+struct FactoryTraits<std::unique_ptr<C>> : std::true_type {
+  using Class = C;
+};
+
+// A constructed actor instance and how to destroy it.
+struct ActorInstance {
+  void* instance = nullptr;
+  void (*deleter)(void*) = nullptr;
+};
+using FactoryInvoker = ActorInstance (*)(const void* key, const std::vector<ValueView>& args);
+using MethodInvoker = EncodedValue (*)(void* instance, const void* key,
+                                       const std::vector<ValueView>& args);
+
+template <typename R, typename... A>
+ActorInstance InvokeFactory(const void* key, const std::vector<ValueView>& args) {
+  using C = typename FactoryTraits<R>::Class;
+  auto fn = reinterpret_cast<R (*)(A...)>(reinterpret_cast<FunctionKey>(const_cast<void*>(key)));
+  if (args.size() != sizeof...(A)) {
+    throw SerializationError("expected " + std::to_string(sizeof...(A)) + " arguments, got " +
+                             std::to_string(args.size()));
+  }
+  using Tuple = std::tuple<std::decay_t<A>...>;
+  Tuple values = UnpackArgs<Tuple>(args, std::index_sequence_for<A...>{});
+  C* instance = nullptr;
+  if constexpr (std::is_pointer_v<R>) {
+    instance = std::apply(fn, std::move(values));
+  } else {
+    instance = std::apply(fn, std::move(values)).release();
+  }
+  if (instance == nullptr) throw std::runtime_error("the actor factory returned null");
+  return ActorInstance{instance, [](void* p) { delete static_cast<C*>(p); }};
+}
+
+template <typename M, typename R, typename C, typename... A>
+EncodedValue InvokeMethod(void* instance, const void* key, const std::vector<ValueView>& args) {
+  M method = *static_cast<const M*>(key);
+  if (args.size() != sizeof...(A)) {
+    throw SerializationError("expected " + std::to_string(sizeof...(A)) + " arguments, got " +
+                             std::to_string(args.size()));
+  }
+  using Tuple = std::tuple<std::decay_t<A>...>;
+  Tuple values = UnpackArgs<Tuple>(args, std::index_sequence_for<A...>{});
+  C* self = static_cast<C*>(instance);
+  auto call = [&](auto&&... a) -> decltype(auto) { return (self->*method)(std::move(a)...); };
+  if constexpr (std::is_void_v<R>) {
+    std::apply(call, std::move(values));
+    return EncodedValue{ValueFormat::kMsgpack, DType::kNone, PackNil()};
+  } else {
+    return Encode(std::apply(call, std::move(values)));
+  }
+}
+
+// Registered methods of one signature, for finding a method's name from its pointer.
+template <typename M>
+std::vector<std::pair<M, std::string>>& MethodTable() {
+  static auto* table = new std::vector<std::pair<M, std::string>>();
+  return *table;
+}
+
+void RegisterFactoryWithInvoker(const std::string& name, const void* key,
+                                const std::string& class_name, FactoryInvoker invoker);
+void RegisterMethodWithInvoker(const std::string& name, const void* key, MethodInvoker invoker);
+std::string DemangledTypeName(const std::type_info& type);
+
+template <typename M, typename R, typename C, typename... A>
+void RegisterMethod(const std::string& name, M method) {
+  auto* stored = new M(method);  // stable key for the invoker; lives for the process
+  MethodTable<M>().emplace_back(method, name);
+  RegisterMethodWithInvoker(name, stored, &InvokeMethod<M, R, C, A...>);
+}
+
+template <typename R, typename C, typename... A>
+void RegisterOne(const std::string& name, R (C::*method)(A...)) {
+  RegisterMethod<R (C::*)(A...), R, C, A...>(name, method);
+}
+template <typename R, typename C, typename... A>
+void RegisterOne(const std::string& name, R (C::*method)(A...) const) {
+  RegisterMethod<R (C::*)(A...) const, R, C, A...>(name, method);
+}
+
 template <typename R, typename... A>
 void RegisterOne(const std::string& name, R (*fn)(A...)) {
-  RegisterFunctionWithInvoker(name, reinterpret_cast<const void*>(KeyOf(fn)), &Invoke<R, A...>);
+  if constexpr (FactoryTraits<R>::value) {
+    RegisterFactoryWithInvoker(name, reinterpret_cast<const void*>(KeyOf(fn)),
+                               DemangledTypeName(typeid(typename FactoryTraits<R>::Class)),
+                               &InvokeFactory<R, A...>);
+  } else {
+    RegisterFunctionWithInvoker(name, reinterpret_cast<const void*>(KeyOf(fn)), &Invoke<R, A...>);
+  }
 }
 
 template <typename... Fs>

@@ -62,8 +62,12 @@ class BinaryId {
 };
 
 struct ObjectIdTag {};
+struct ActorIdTag {};
 
 }  // namespace internal
+
+// Names one actor for its whole life, across restarts: 16 random bytes.
+using ActorId = internal::BinaryId<16, internal::ActorIdTag>;
 
 // Identifies one immutable object: 16 bytes of the creating task's id followed by a
 // 4-byte return index (puts use indexes from 0x80000000 up).

@@ -49,6 +49,14 @@ std::shared_ptr<worker::CoreWorker> CoreOrThrow() {
   return core;
 }
 
+// A worker's default actor namespace: its job's (RAIO_NAMESPACE, set by the node from the
+// driver's, else "job-<id>").
+std::string WorkerNamespace() {
+  if (const char* ns = std::getenv("RAIO_NAMESPACE"); ns && *ns) return ns;
+  const char* job = std::getenv("RAIO_JOB_ID");
+  return absl::StrCat("job-", job ? job : "0");
+}
+
 [[noreturn]] void RunWorker() {
   InitLogging(spdlog::level::warn);
   const char* node_socket = std::getenv("RAIO_NODE_SOCKET");
@@ -70,12 +78,14 @@ std::shared_ptr<worker::CoreWorker> CoreOrThrow() {
     RAIO_LOG_ERROR("worker cannot reach its node: {}", node.status().message());
     _exit(2);
   }
-  // Without its node a worker has no purpose: exit as soon as the node goes away.
-  (*node)->Start(nullptr, [](const std::shared_ptr<rpc::Connection>&, const absl::Status&) {
-    _exit(0);
-  });
-  loop->Start();
   auto* executor = new worker::TaskExecutor();
+  // The node sends actor creations on this connection. Without its node a worker has no
+  // purpose: exit as soon as the node goes away.
+  (*node)->Start(
+      [executor](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                 std::string_view body) { executor->OnNodeRequest(c, h, body); },
+      [](const std::shared_ptr<rpc::Connection>&, const absl::Status&) { _exit(0); });
+  loop->Start();
   std::string socket_path = absl::StrCat(session, "/w-", hex, ".sock");
   if (absl::Status s = executor->Listen(socket_path); !s.ok()) {
     RAIO_LOG_ERROR("worker cannot listen: {}", s.message());
@@ -102,7 +112,7 @@ std::shared_ptr<worker::CoreWorker> CoreOrThrow() {
     std::lock_guard<std::mutex> lock(g_mu);
     g_core = std::make_shared<worker::CoreWorker>(
         worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), r.node_has_gpus(),
-                                    session},
+                                    session, WorkerNamespace()},
         *loop, *node, std::move(*store));
     executor->set_store(&g_core->store());
     executor->set_core(g_core.get());
@@ -115,7 +125,7 @@ std::shared_ptr<worker::CoreWorker> CoreOrThrow() {
   _exit(0);
 }
 
-void JoinCluster(DriverRuntime& rt, const std::string& address) {
+void JoinCluster(DriverRuntime& rt, const std::string& address, const std::string& ns) {
   rt.loop = std::make_unique<EventLoop>("raio-driver", config::kLoopSpin);
   auto head = rpc::ConnectTcp(rt.loop->io(), address, config::kConnectTimeout);
   if (!head.ok()) {
@@ -154,6 +164,7 @@ void JoinCluster(DriverRuntime& rt, const std::string& address) {
   proto::RegisterDriverRequest reg;
   reg.set_job_id(jr.job_id());
   reg.set_worker_id(driver_id.Binary());
+  reg.set_namespace_(ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns);
   reg.set_executable(SelfExecutablePath());
   char cwd[4096];
   if (getcwd(cwd, sizeof(cwd)) != nullptr) reg.set_working_dir(cwd);
@@ -175,7 +186,8 @@ void JoinCluster(DriverRuntime& rt, const std::string& address) {
   std::string socket_dir = jr.node_socket_path().substr(0, jr.node_socket_path().rfind('/'));
   rt.core = std::make_shared<worker::CoreWorker>(
       worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), dr.node_has_gpus(),
-                                  socket_dir},
+                                  socket_dir,
+                                  ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns},
       *rt.loop, rt.node, std::move(*store));
   if (absl::Status s = rt.core->StartOwnerService(); !s.ok()) {
     throw ClusterUnavailableError(absl::StrCat("cannot start the owner service: ", s.message()));
@@ -243,7 +255,7 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
           "raio::Init: num_cpus/num_gpus/memory/resources apply to an embedded cluster only; "
           "pass them to `raio start` for a standalone cluster");
     }
-    JoinCluster(*rt, address);
+    JoinCluster(*rt, address, options.ns);
   } catch (...) {
     TearDown(std::move(rt));
     throw;
@@ -301,6 +313,23 @@ ObjectStats GetObjectStats() {
   out.store_spilled_objects = stats.object_store().num_spilled();
   out.store_capacity_bytes = stats.object_store().capacity_bytes();
   return out;
+}
+
+ActorId CreateActor(const std::string& factory_name, const std::string& class_name,
+                    std::vector<TaskArg> args, const ActorOptions& options) {
+  return CoreOrThrow()->CreateActor(factory_name, class_name, std::move(args), options);
+}
+
+ObjectId SubmitActorTask(const ActorId& actor, const std::string& method_name,
+                         std::vector<TaskArg> args) {
+  return CoreOrThrow()->SubmitActorTask(actor, method_name, std::move(args));
+}
+
+void KillActor(const ActorId& actor, bool no_restart) { CoreOrThrow()->KillActor(actor, no_restart); }
+
+std::optional<ActorId> GetNamedActor(const std::string& name, const std::string& ns,
+                                     const std::string& class_name) {
+  return CoreOrThrow()->GetNamedActor(name, ns, class_name);
 }
 
 OwnerInfo OnObjectRefSerialized(const ObjectId& id) { return CoreOrThrow()->SerializeRef(id); }

@@ -31,7 +31,8 @@ NodeManager::NodeManager(Options options)
       id_(RandomId<NodeId>()),
       socket_path_(options_.session_dir + "/node.sock"),
       resources_(options_.total),
-      pool_(options_.session_dir, socket_path_) {
+      pool_(options_.session_dir, socket_path_),
+      actors_(resources_, pool_, id_.Hex(), [this] { return ClusterDescription(); }) {
   has_gpus_ = resources_.num_gpus() > 0;
 }
 
@@ -128,10 +129,15 @@ void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h,
     }
     return false;
   };
-  if (store_) {
+  {
     auto pit = peers_.find(conn.get());
     ClientId client = pit == peers_.end() ? 0 : pit->second.second.client;
-    if (store_->Handle(conn, client, h, body)) return;
+    JobId job = pit == peers_.end() ? 0 : pit->second.second.job;
+    if (store_ && store_->Handle(conn, client, h, body)) return;
+    if (actors_.Handle(conn, job, h, body)) {
+      ScheduleLeases();
+      return;
+    }
   }
   switch (h.method) {
     case proto::REGISTER_DRIVER: {
@@ -185,7 +191,8 @@ void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHead
   peer.job = req.job_id();
   peer.worker = WorkerId::FromBinary(req.worker_id());
   drivers_[req.job_id()] = conn;
-  pool_.AddJob(req.job_id(), JobConfig{req.executable(), req.working_dir(), req.ld_library_path()});
+  pool_.AddJob(req.job_id(), JobConfig{req.executable(), req.working_dir(), req.ld_library_path(),
+                                       req.namespace_()});
   proto::RegisterDriverReply reply;
   reply.set_node_id(id_.Hex());
   reply.set_node_has_gpus(has_gpus_);
@@ -280,6 +287,7 @@ void NodeManager::ScheduleLeases() {
     Grant(lease, *worker);
     it = pending_.erase(it);
   }
+  actors_.Schedule(&workers_needed);
   for (const auto& [job, needed] : workers_needed) {
     if (!pool_.HasJob(job)) continue;
     for (int i = pool_.NumStarting(job); i < needed; ++i) {
@@ -347,6 +355,7 @@ void NodeManager::OnWorkerGone(const WorkerId& id) {
   if (w == nullptr) return;
   LeaseId lease = w->lease;
   pool_.Kill(id);
+  actors_.OnWorkerGone(id);
   auto it = leases_.find(lease);
   if (it != leases_.end()) ReleaseLease(it);
   ScheduleLeases();
@@ -362,7 +371,9 @@ void NodeManager::OnJobEnded(JobId job) {
       ++it;
     }
   }
-  pool_.RemoveJob(job);
+  bool keep_job = false;
+  std::set<WorkerId> keep = actors_.OnJobEnded(job, &keep_job);
+  pool_.RemoveJob(job, keep, keep_job);
   drivers_.erase(job);
   ScheduleLeases();
 }
@@ -415,7 +426,7 @@ proto::NodeStats NodeManager::BuildStats() const {
     const char* state = "idle";
     if (w.state == WorkerProcess::State::kStarting) state = "starting";
     if (w.state == WorkerProcess::State::kLeased) {
-      state = "leased";
+      state = w.hosts_actor ? "actor" : "leased";
       auto it = leases_.find(w.lease);
       if (it != leases_.end() && it->second.allocation && it->second.allocation->cpu_lent) {
         state = "blocked";

@@ -22,6 +22,7 @@
 #include "raio/common/ids.h"
 #include "raio/common/resources.h"
 #include "raio/node.pb.h"
+#include "raio/node/actor_manager.h"
 #include "raio/node/object_store_service.h"
 #include "raio/node/scheduler/local_resource_manager.h"
 #include "raio/node/worker_pool/worker_pool.h"
@@ -111,6 +112,7 @@ class NodeManager {
   ClientId next_client_id_ = 1;
   LocalResourceManager resources_;
   WorkerPool pool_;
+  ActorManager actors_;
   std::map<LeaseId, Lease> leases_;
   std::deque<LeaseId> pending_;
   std::map<rpc::Connection*, std::pair<std::shared_ptr<rpc::Connection>, Peer>> peers_;

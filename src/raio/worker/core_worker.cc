@@ -33,7 +33,8 @@ CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Co
             OnObjectReady(id, e);
           }}),
       submitter_(mu_, ready_cv_, completions_, objects_, loop, node, options_.node_id_hex,
-                 options_.node_has_gpus, options_.worker_id) {}
+                 options_.node_has_gpus, options_.worker_id),
+      actor_submitter_(mu_, loop, node, submitter_, objects_) {}
 
 CoreWorker::~CoreWorker() { Shutdown(); }
 
@@ -42,6 +43,7 @@ void CoreWorker::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   submitter_.Shutdown();
+  actor_submitter_.Shutdown();
   for (auto& [address, conn] : owner_conns_) conn->Close(absl::CancelledError("shutting down"));
   owner_conns_.clear();
   ready_cv_.SignalAll();
@@ -290,6 +292,8 @@ void CoreWorker::ThrowError(const proto::ErrorInfo& e, const ObjectId& id) {
       throw ClusterUnavailableError(e.message());
     case proto::OBJECT_STORE_FULL:
       throw ObjectStoreFullError(e.message());
+    case proto::ACTOR_DIED:
+      throw ActorDiedError(e.message());
     default:
       throw ObjectLostError(absl::StrCat("object ", id.Hex(), ": ", e.message()));
   }

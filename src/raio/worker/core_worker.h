@@ -24,6 +24,8 @@
 #include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
 #include "raio/rpc/listener.h"
+#include "raio/actor.h"
+#include "raio/worker/actor_submitter.h"
 #include "raio/worker/object_table.h"
 #include "raio/worker/store_client.h"
 #include "raio/worker/task_submitter.h"
@@ -39,6 +41,8 @@ class CoreWorker {
     bool node_has_gpus = false;
     // Directory for this process's owner-service socket (o-<worker id>.sock).
     std::string socket_dir;
+    // Namespace of named actors when none is given ("job-<id>" unless Init sets one).
+    std::string default_namespace;
   };
 
   // `loop` must outlive the CoreWorker; `node` is a started connection on that loop;
@@ -53,6 +57,16 @@ class CoreWorker {
                       const internal::TaskOptions& options);
   ObjectId Put(internal::ValueFormat format, internal::DType dtype, const void* data,
                std::size_t size, std::vector<ObjectId> contained = {});
+
+  // Actors (see include/raio/actor.h for the contracts). Blocking: argument resolution and
+  // one node RPC; never on the loop thread.
+  ActorId CreateActor(const std::string& factory_name, const std::string& class_name,
+                      std::vector<internal::TaskArg> args, const internal::ActorOptions& options);
+  ObjectId SubmitActorTask(const ActorId& actor, const std::string& method_name,
+                           std::vector<internal::TaskArg> args);
+  void KillActor(const ActorId& actor, bool no_restart);
+  std::optional<ActorId> GetNamedActor(const std::string& name, const std::string& ns,
+                                       const std::string& class_name);
 
   // Starts the owner service (borrowers reach this process there). Call once.
   absl::Status StartOwnerService();
@@ -88,6 +102,11 @@ class CoreWorker {
 
  private:
   void NotifyBlocked(bool blocked);
+  // Waits for ObjectRef arguments and fills `out`: inline values, in-store ids (held in
+  // `held` until the call completes when `keep_store_refs`, else copied inline).
+  void ResolveArgsBlocking(std::vector<internal::TaskArg>& args,
+                           google::protobuf::RepeatedPtrField<proto::TaskArg>* out,
+                           std::vector<ObjectId>* held, bool keep_store_refs);
   void OnObjectFreed(const ObjectId& id, ObjectEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnObjectReady(const ObjectId& id, ObjectEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks a borrowed object's owner for its value (once); the reply completes the entry.
@@ -113,6 +132,7 @@ class CoreWorker {
   std::atomic<uint64_t> completions_{0};
   ObjectTable objects_ ABSL_GUARDED_BY(mu_);
   TaskSubmitter submitter_;
+  ActorSubmitter actor_submitter_;
   uint64_t next_task_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::string owner_address_;
   std::unique_ptr<rpc::Listener> owner_listener_;

@@ -3,6 +3,8 @@
 #include <map>
 #include <mutex>
 
+#include "raio/actor.h"
+#include "raio/common/process.h"
 #include "raio/errors.h"
 #include "raio/remote.h"
 
@@ -12,6 +14,9 @@ struct Registry {
   std::mutex mu;
   std::map<std::string, RegisteredFunction> by_name;
   std::map<const void*, std::string> by_key;
+  std::map<std::string, RegisteredFactory> factories;
+  std::map<const void*, std::string> factory_by_key;
+  std::map<std::string, RegisteredMethod> methods;
 };
 Registry& GetRegistry() {
   static Registry* r = new Registry();  // never destroyed: used during static init/exit
@@ -26,9 +31,51 @@ const RegisteredFunction* FindFunctionByName(const std::string& name) {
   return it == r.by_name.end() ? nullptr : &it->second;
 }
 
+const RegisteredFactory* FindFactoryByName(const std::string& name) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.factories.find(name);
+  return it == r.factories.end() ? nullptr : &it->second;
+}
+
+const RegisteredMethod* FindMethodByName(const std::string& name) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.methods.find(name);
+  return it == r.methods.end() ? nullptr : &it->second;
+}
+
 }  // namespace raio::worker
 
 namespace raio::internal {
+
+void RegisterFactoryWithInvoker(const std::string& name, const void* key,
+                                const std::string& class_name, FactoryInvoker invoker) {
+  auto& r = worker::GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.factory_by_key.emplace(key, name);
+  r.factories.emplace(name, worker::RegisteredFactory{name, key, class_name, invoker});
+}
+
+void RegisterMethodWithInvoker(const std::string& name, const void* key, MethodInvoker invoker) {
+  auto& r = worker::GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.methods.emplace(name, worker::RegisteredMethod{name, key, invoker});
+}
+
+std::string DemangledTypeName(const std::type_info& type) { return Demangle(type.name()); }
+
+const std::string& ResolveFactoryName(const void* key) {
+  auto& r = worker::GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.factory_by_key.find(key);
+  if (it == r.factory_by_key.end()) {
+    throw InvalidUsageError(
+        "raio::Actor: this factory is not registered; add RAIO_REMOTE(Class::Create, "
+        "&Class::Method, ...) at namespace scope");
+  }
+  return it->second;
+}
 
 void RegisterFunctionWithInvoker(const std::string& name, const void* key, Invoker invoker) {
   auto& r = worker::GetRegistry();

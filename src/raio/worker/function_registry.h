@@ -23,4 +23,18 @@ struct RegisteredFunction {
 // nullptr when no function has that name.
 const RegisteredFunction* FindFunctionByName(const std::string& name);
 
+struct RegisteredFactory {
+  std::string name;
+  const void* key = nullptr;
+  std::string class_name;
+  internal::FactoryInvoker invoker = nullptr;
+};
+struct RegisteredMethod {
+  std::string name;
+  const void* key = nullptr;
+  internal::MethodInvoker invoker = nullptr;
+};
+const RegisteredFactory* FindFactoryByName(const std::string& name);
+const RegisteredMethod* FindMethodByName(const std::string& name);
+
 }  // namespace raio::worker

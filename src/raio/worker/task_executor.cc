@@ -29,7 +29,15 @@ TaskExecutor::TaskExecutor() : loop_("raio-exec", config::kLoopSpin) {
   }
 }
 
-TaskExecutor::~TaskExecutor() { Stop(); }
+TaskExecutor::~TaskExecutor() {
+  Stop();
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    pool_stop_ = true;
+  }
+  pool_cv_.notify_all();
+  for (auto& t : pool_) t.join();
+}
 
 absl::Status TaskExecutor::Listen(const std::string& socket_path) {
   auto l = rpc::Listener::ListenUnix(
@@ -50,6 +58,21 @@ void TaskExecutor::OnRequest(const std::shared_ptr<rpc::Connection>& conn,
     Stop();
     return;
   }
+  if (h.method == proto::PUSH_ACTOR_TASK && h.kind == rpc::FrameKind::kRequest) {
+    proto::PushActorTaskRequest req;
+    if (!req.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+      conn->ReplyError(h, absl::InvalidArgumentError("malformed PushActorTaskRequest"));
+      return;
+    }
+    if (!pool_.empty()) {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      pool_queue_.push_back(Job{conn, h, std::move(req)});
+      pool_cv_.notify_one();
+      return;
+    }
+    RunActorTask(conn, h, req);
+    return;
+  }
   if (h.method != proto::PUSH_TASK || h.kind != rpc::FrameKind::kRequest) {
     RAIO_LOG_WARN("worker got unexpected method {} from {}", h.method, conn->peer_name());
     if (h.kind == rpc::FrameKind::kRequest) {
@@ -61,7 +84,114 @@ void TaskExecutor::OnRequest(const std::shared_ptr<rpc::Connection>& conn,
     conn->ReplyError(h, absl::InvalidArgumentError("malformed PushTaskRequest"));
     return;
   }
-  Execute(conn, h);
+  const std::string& name = request_.spec().function_name();
+  const RegisteredFunction* fn = FindFunctionByName(name);
+  Execute(
+      conn, h, request_,
+      [fn](const std::vector<internal::ValueView>& args) { return fn->invoker(fn->key, args); },
+      fn != nullptr,
+      absl::StrCat("remote function '", name, "' is not registered in this worker's executable (",
+                   SelfExecutablePath(), "); add RAIO_REMOTE(", name, ")"));
+}
+
+void TaskExecutor::OnNodeRequest(const std::shared_ptr<rpc::Connection>& conn,
+                                 const rpc::FrameHeader& h, std::string_view body) {
+  if (h.method != proto::CREATE_ACTOR_INSTANCE) {
+    if (h.kind == rpc::FrameKind::kRequest) {
+      conn->ReplyError(h, absl::UnimplementedError("unexpected request from the node"));
+    }
+    return;
+  }
+  proto::CreateActorInstanceRequest req;
+  if (!req.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    conn->ReplyError(h, absl::InvalidArgumentError("malformed CreateActorInstanceRequest"));
+    return;
+  }
+  loop_.Post([this, conn, h, req = std::move(req)]() mutable {
+    CreateActorInstance(conn, h, std::move(req));
+  });
+}
+
+void TaskExecutor::CreateActorInstance(const std::shared_ptr<rpc::Connection>& conn,
+                                       const rpc::FrameHeader& h,
+                                       proto::CreateActorInstanceRequest req) {
+  proto::CreateActorInstanceReply reply;
+  auto fail = [&](const std::string& type, const std::string& message) {
+    reply.mutable_error()->set_type(proto::TASK_ERROR);
+    reply.mutable_error()->set_exception_type(type);
+    reply.mutable_error()->set_message(message);
+    reply.mutable_error()->set_function_name(req.spec().factory_name());
+    reply.mutable_error()->set_node_id(node_id_hex_);
+  };
+  const RegisteredFactory* factory = FindFactoryByName(req.spec().factory_name());
+  if (actor_.instance != nullptr) {
+    fail("raio::InvalidUsageError", "this worker already hosts an actor");
+  } else if (factory == nullptr) {
+    fail("raio::RemoteFunctionNotFoundError",
+         absl::StrCat("actor factory '", req.spec().factory_name(),
+                      "' is not registered in this worker's executable"));
+  } else {
+    std::vector<internal::ValueView> args;
+    for (const auto& a : req.spec().args()) {
+      auto v = ResolveArg(a);
+      if (!v.ok()) {
+        fail("raio::ObjectLostError", std::string(v.status().message()));
+        break;
+      }
+      args.push_back(std::move(*v));
+    }
+    if (!reply.has_error()) {
+      CoreWorker::SetExecutingTask(true);
+      try {
+        actor_ = factory->invoker(factory->key, args);
+        actor_id_ = req.spec().actor_id();
+        actor_class_ = req.spec().class_name();
+      } catch (const std::exception& e) {
+        fail(Demangle(typeid(e).name()), e.what());
+      } catch (...) {
+        std::type_info* t = abi::__cxa_current_exception_type();
+        fail(t ? Demangle(t->name()) : "unknown", "non-std::exception thrown");
+      }
+      CoreWorker::SetExecutingTask(false);
+    }
+  }
+  if (!reply.has_error() && req.spec().max_concurrency() > 1) {
+    for (int i = 0; i < req.spec().max_concurrency(); ++i) {
+      pool_.emplace_back([this] {
+        while (true) {
+          Job job;
+          {
+            std::unique_lock<std::mutex> lock(pool_mu_);
+            pool_cv_.wait(lock, [this] { return pool_stop_ || !pool_queue_.empty(); });
+            if (pool_stop_) return;
+            job = std::move(pool_queue_.front());
+            pool_queue_.pop_front();
+          }
+          RunActorTask(job.conn, job.header, job.request);
+        }
+      });
+    }
+  }
+  conn->Reply(h, reply);
+}
+
+void TaskExecutor::RunActorTask(const std::shared_ptr<rpc::Connection>& conn,
+                                const rpc::FrameHeader& h, const proto::PushActorTaskRequest& req) {
+  const RegisteredMethod* method = FindMethodByName(req.method_name());
+  bool ok = method != nullptr && actor_.instance != nullptr && req.actor_id() == actor_id_;
+  std::string why = actor_.instance == nullptr || req.actor_id() != actor_id_
+                        ? "this worker does not host that actor"
+                        : absl::StrCat("actor method '", req.method_name(),
+                                       "' is not registered in this worker's executable");
+  proto::PushTaskRequest request;
+  *request.mutable_spec() = req.spec();
+  void* instance = actor_.instance;
+  Execute(
+      conn, h, request,
+      [method, instance](const std::vector<internal::ValueView>& args) {
+        return method->invoker(instance, method->key, args);
+      },
+      ok, why);
 }
 
 void TaskExecutor::Stop() { loop_.Stop(); }
@@ -88,7 +218,7 @@ absl::StatusOr<internal::ValueView> TaskExecutor::ResolveArg(const proto::TaskAr
                              static_cast<internal::DType>(arg.dtype()), arg.value(), nullptr};
 }
 
-absl::Status TaskExecutor::StoreResult(internal::EncodedValue result,
+absl::Status TaskExecutor::StoreResult(const proto::TaskSpec& spec, internal::EncodedValue result,
                                        proto::PushTaskReply* reply) {
   if (result.bytes.size() < config::kMaxInlineObjectBytes || store_ == nullptr) {
     reply->set_format(static_cast<uint32_t>(result.format));
@@ -96,7 +226,6 @@ absl::Status TaskExecutor::StoreResult(internal::EncodedValue result,
     *reply->mutable_return_value() = std::move(result.bytes);
     return absl::OkStatus();
   }
-  const proto::TaskSpec& spec = request_.spec();
   ObjectId id = MakeObjectId(TaskId::FromBinary(spec.task_id()), 1);
   absl::Status s = store_->Put(id, WorkerId::FromBinary(spec.owner_worker_id()), result.format,
                                result.dtype, result.bytes.data(), result.bytes.size());
@@ -108,9 +237,27 @@ absl::Status TaskExecutor::StoreResult(internal::EncodedValue result,
 
 void TaskExecutor::Run() { loop_.RunInThisThread(); }
 
-void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn,
-                           const rpc::FrameHeader& h) {
-  const proto::TaskSpec& spec = request_.spec();
+void TaskExecutor::SetVisibleDevices(const proto::PushTaskRequest& request) {
+  // GPU visibility: exactly the ids granted with the lease.
+  if (!request.node_has_gpus() && request.gpu_ids_size() == 0) return;
+  std::vector<std::string> devices;
+  for (int id : request.gpu_ids()) {
+    devices.push_back(id >= 0 && static_cast<std::size_t>(id) < device_mask_.size()
+                          ? device_mask_[id]
+                          : std::to_string(id));
+  }
+  std::string visible = absl::StrJoin(devices, ",");
+  if (!cuda_set_ || visible != last_cuda_visible_devices_) {
+    ::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1);
+    last_cuda_visible_devices_ = visible;
+    cuda_set_ = true;
+  }
+}
+
+void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                           const proto::PushTaskRequest& request, const Invoke& invoke,
+                           bool found, const std::string& not_found_message) {
+  const proto::TaskSpec& spec = request.spec();
   proto::PushTaskReply reply;
   auto fail = [&](proto::ErrorType type, std::string type_name, std::string message) {
     auto* e = reply.mutable_error();
@@ -120,28 +267,10 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn,
     e->set_function_name(spec.name().empty() ? spec.function_name() : spec.name());
     e->set_node_id(node_id_hex_);
   };
-  // GPU visibility: exactly the ids granted with the lease.
-  if (request_.node_has_gpus() || request_.gpu_ids_size() > 0) {
-    std::vector<std::string> devices;
-    for (int id : request_.gpu_ids()) {
-      devices.push_back(id >= 0 && static_cast<std::size_t>(id) < device_mask_.size()
-                            ? device_mask_[id]
-                            : std::to_string(id));
-    }
-    std::string visible = absl::StrJoin(devices, ",");
-    if (!cuda_set_ || visible != last_cuda_visible_devices_) {
-      ::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1);
-      last_cuda_visible_devices_ = visible;
-      cuda_set_ = true;
-    }
-  }
-  const RegisteredFunction* fn = FindFunctionByName(spec.function_name());
+  if (pool_.empty()) SetVisibleDevices(request);
   auto start = std::chrono::steady_clock::now();
-  if (fn == nullptr) {
-    fail(proto::FUNCTION_NOT_FOUND, "",
-         absl::StrCat("remote function '", spec.function_name(),
-                      "' is not registered in this worker's executable (",
-                      SelfExecutablePath(), "); add RAIO_REMOTE(", spec.function_name(), ")"));
+  if (!found) {
+    fail(proto::FUNCTION_NOT_FOUND, "", not_found_message);
   } else {
     std::vector<internal::ValueView> args;
     args.reserve(spec.args_size());
@@ -175,13 +304,13 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn,
           c->set_owner_worker_id(info->owner_worker_id);
           c->set_owner_address(info->owner_address);
         });
-        internal::EncodedValue result = fn->invoker(fn->key, args);
+        internal::EncodedValue result = invoke(args);
         if (!ref_status.ok()) {
           throw ObjectLostError(absl::StrCat("an ObjectRef in the result of ",
                                              spec.function_name(), " is lost: ",
                                              ref_status.message()));
         }
-        absl::Status s = StoreResult(std::move(result), &reply);
+        absl::Status s = StoreResult(spec, std::move(result), &reply);
         if (!s.ok()) {
           fail(s.code() == absl::StatusCode::kResourceExhausted ? proto::OBJECT_STORE_FULL
                                                                 : proto::OBJECT_LOST,

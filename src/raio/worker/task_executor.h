@@ -1,25 +1,39 @@
-// TaskExecutor: the worker side of PUSH_TASK. Accepts owners' connections on the
-// worker's Unix socket and runs pushed tasks one at a time, in arrival order (per owner
-// that is submission order), inline on its own busy-polling event loop, which Run()
-// drives on the calling thread (the worker process's main thread). Tasks pushed while
-// one runs wait in the socket buffer. Each reply carries the msgpack result, or the error:
-// TASK_ERROR with the exception's demangled type and message, FUNCTION_NOT_FOUND,
-// SERIALIZATION.
-// Threading: Listen before Run; Stop from any thread; everything else on Run's thread.
+// TaskExecutor: the worker side of PUSH_TASK and of actors. Accepts owners' connections
+// on the worker's Unix socket and runs pushed tasks one at a time, in arrival order (per
+// owner that is submission order), inline on its own busy-polling event loop, which Run()
+// drives on the calling thread (the worker process's main thread). Tasks pushed while one
+// runs wait in the socket buffer.
+//
+// A worker may host one actor: CREATE_ACTOR_INSTANCE (from the node) runs the factory;
+// PUSH_ACTOR_TASK calls run on the instance, inline (max_concurrency 1: each caller's
+// calls in order) or on a pool of max_concurrency threads (no order).
+//
+// Each reply carries the result, or the error: TASK_ERROR with the exception's demangled
+// type and message, FUNCTION_NOT_FOUND, SERIALIZATION, OBJECT_LOST, OBJECT_STORE_FULL.
+// Threading: Listen before Run; Stop from any thread; everything else on Run's thread
+// (and the actor pool's threads for concurrent actors).
 #pragma once
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <memory>
-#include <vector>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "raio/actor.pb.h"
 #include "raio/common/event_loop.h"
+#include "raio/remote.h"
 #include "raio/rpc/listener.h"
 #include "raio/serialization.h"
 #include "raio/task.pb.h"
 #include "raio/worker/store_client.h"
 
 namespace raio::worker {
+
+class CoreWorker;
 
 class TaskExecutor {
  public:
@@ -33,30 +47,61 @@ class TaskExecutor {
   void set_store(StoreClient* store) { store_ = store; }
   // The worker's core worker: registers the task's owner as borrower of ObjectRefs that a
   // result contains.
-  void set_core(class CoreWorker* core) { core_ = core; }
+  void set_core(CoreWorker* core) { core_ = core; }
+  // Handles a request the node sends on its connection (CREATE_ACTOR_INSTANCE). Thread-safe:
+  // the work is posted to Run's thread.
+  void OnNodeRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                     std::string_view body);
   // Runs tasks until Stop(); blocks.
   void Run();
   // Makes Run() return after the task in progress. Thread-safe.
   void Stop();
 
  private:
+  using Invoke = std::function<internal::EncodedValue(const std::vector<internal::ValueView>&)>;
+
   void OnRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                  std::string_view body);
-  void Execute(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h);
+  // Runs one call: resolves its arguments, invokes, stores the result, replies.
+  void Execute(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+               const proto::PushTaskRequest& request, const Invoke& invoke, bool found,
+               const std::string& not_found_message);
+  void CreateActorInstance(const std::shared_ptr<rpc::Connection>& conn,
+                           const rpc::FrameHeader& h, proto::CreateActorInstanceRequest req);
+  void RunActorTask(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                    const proto::PushActorTaskRequest& req);
   // Turns a pushed argument into a value view (pinning in-store objects).
   absl::StatusOr<internal::ValueView> ResolveArg(const proto::TaskArg& arg);
   // Stores a result: inline in `reply`, or in the store under the return id.
-  absl::Status StoreResult(internal::EncodedValue result, proto::PushTaskReply* reply);
+  absl::Status StoreResult(const proto::TaskSpec& spec, internal::EncodedValue result,
+                           proto::PushTaskReply* reply);
+  void SetVisibleDevices(const proto::PushTaskRequest& request);
 
   EventLoop loop_;
   std::string node_id_hex_;
   std::unique_ptr<rpc::Listener> listener_;
   proto::PushTaskRequest request_;  // reused for every task
   StoreClient* store_ = nullptr;
-  class CoreWorker* core_ = nullptr;
+  CoreWorker* core_ = nullptr;
   std::vector<std::string> device_mask_;  // CUDA_VISIBLE_DEVICES the worker started with
   std::string last_cuda_visible_devices_;
   bool cuda_set_ = false;
+
+  // The hosted actor, if any (set once on Run's thread before any actor call runs).
+  internal::ActorInstance actor_;
+  std::string actor_id_;
+  std::string actor_class_;
+  // Concurrent actors: a pool of threads running calls.
+  struct Job {
+    std::shared_ptr<rpc::Connection> conn;
+    rpc::FrameHeader header;
+    proto::PushActorTaskRequest request;
+  };
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::deque<Job> pool_queue_;
+  bool pool_stop_ = false;
+  std::vector<std::thread> pool_;
 };
 
 }  // namespace raio::worker

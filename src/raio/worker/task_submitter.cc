@@ -230,39 +230,54 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
   } else {
     double us = static_cast<double>(r.exec_duration_us());
     cls->mean_exec_us = cls->mean_exec_us < 0 ? us : 0.8 * cls->mean_exec_us + 0.2 * us;
-    // ObjectRefs inside the result: the worker registered us as their borrower.
-    std::vector<ObjectId> contained;
-    for (const auto& info : r.contained()) {
-      ObjectId cid = ObjectId::FromBinary(info.object_id());
-      WorkerId owner = WorkerId::FromBinary(info.owner_worker_id());
-      if (owner != self_) {
-        objects_.AddBorrowed(cid, owner, info.owner_address());
-        if (ObjectEntry* e = objects_.Find(cid)) ++e->owner_registrations;
-      }  // else our owner service already counted the reference
-      contained.push_back(cid);
-    }
     ObjectId return_id = t->return_id;
-    if (r.has_error()) {
-      Complete(t, {}, false, std::make_shared<proto::ErrorInfo>(std::move(*r.mutable_error())));
-    } else if (r.in_store()) {
-      Complete(t, {}, true, nullptr);
-    } else {
-      auto bytes = std::make_shared<const std::string>(std::move(*r.mutable_return_value()));
-      internal::ValueView v{static_cast<internal::ValueFormat>(r.format()),
-                            static_cast<internal::DType>(r.dtype()), *bytes, bytes};
-      Complete(t, std::move(v), false, nullptr);
-    }
-    if (!contained.empty()) objects_.SetContained(return_id, std::move(contained));
+    ReleaseTask(t);
+    FinishFromReply(return_id, r);
   }
   Dispatch(cls);
+}
+
+void TaskSubmitter::ReleaseTask(TaskEntry* t) {
+  for (const auto& ref : t->arg_refs) objects_.RemoveTaskArgRef(ref);
+  for (const auto& ref : t->held_refs) objects_.RemoveTaskArgRef(ref);
+  tasks_.erase(t);  // frees t
+}
+
+void TaskSubmitter::FinishFromReply(const ObjectId& id, proto::PushTaskReply& r) {
+  // ObjectRefs inside the result: the worker registered us as their borrower.
+  std::vector<ObjectId> contained;
+  for (const auto& info : r.contained()) {
+    ObjectId cid = ObjectId::FromBinary(info.object_id());
+    WorkerId owner = WorkerId::FromBinary(info.owner_worker_id());
+    if (owner != self_) {
+      objects_.AddBorrowed(cid, owner, info.owner_address());
+      if (ObjectEntry* e = objects_.Find(cid)) ++e->owner_registrations;
+    }  // else our owner service already counted the reference
+    contained.push_back(cid);
+  }
+  if (r.has_error()) {
+    FinishObject(id, {}, false, std::make_shared<proto::ErrorInfo>(std::move(*r.mutable_error())));
+  } else if (r.in_store()) {
+    FinishObject(id, {}, true, nullptr);
+  } else {
+    auto bytes = std::make_shared<const std::string>(std::move(*r.mutable_return_value()));
+    FinishObject(id,
+                 internal::ValueView{static_cast<internal::ValueFormat>(r.format()),
+                                     static_cast<internal::DType>(r.dtype()), *bytes, bytes},
+                 false, nullptr);
+  }
+  if (!contained.empty()) objects_.SetContained(id, std::move(contained));
 }
 
 void TaskSubmitter::Complete(TaskEntry* t, internal::ValueView value, bool in_store,
                              std::shared_ptr<const proto::ErrorInfo> error) {
   ObjectId id = t->return_id;
-  for (const auto& ref : t->arg_refs) objects_.RemoveTaskArgRef(ref);
-  for (const auto& ref : t->held_refs) objects_.RemoveTaskArgRef(ref);
-  tasks_.erase(t);  // frees t
+  ReleaseTask(t);
+  FinishObject(id, std::move(value), in_store, std::move(error));
+}
+
+void TaskSubmitter::FinishObject(const ObjectId& id, internal::ValueView value, bool in_store,
+                                 std::shared_ptr<const proto::ErrorInfo> error) {
   std::vector<TaskEntry*> dependents =
       error      ? objects_.SetError(id, std::move(error))
       : in_store ? objects_.SetInStore(id)

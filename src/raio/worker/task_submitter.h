@@ -74,6 +74,13 @@ class TaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Called when `objects` became ready: resolves waiting tasks.
   void OnDependenciesReady(std::vector<TaskEntry*> tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completes object `id` from a worker's reply (value, store or error, and the refs it
+  // contains). Also used for actor calls.
+  void FinishFromReply(const ObjectId& id, proto::PushTaskReply& reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completes object `id`: stores the result, wakes waiters, resolves dependent tasks.
+  void FinishObject(const ObjectId& id, internal::ValueView value, bool in_store,
+                    std::shared_ptr<const proto::ErrorInfo> error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails every queued task (the node is gone or we are shutting down).
   void FailAll(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes worker connections and forgets every lease (node returns them on our close).
@@ -97,6 +104,8 @@ class TaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the task's argument references and frees the entry.
+  void ReleaseTask(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores the task's result or error, wakes waiters, resolves dependents, frees the entry.
   void Complete(TaskEntry* task, internal::ValueView value, bool in_store,
                 std::shared_ptr<const proto::ErrorInfo> error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -40,6 +40,7 @@ absl::Status WorkerPool::StartWorker(JobId job) {
   env.push_back("RAIO_WORKER_ID=" + id.Hex());
   env.push_back(absl::StrCat("RAIO_JOB_ID=", job));
   env.push_back("RAIO_SESSION_DIR=" + session_dir_);
+  if (!cfg.ns.empty()) env.push_back("RAIO_NAMESPACE=" + cfg.ns);
   if (!cfg.ld_library_path.empty()) env.push_back("LD_LIBRARY_PATH=" + cfg.ld_library_path);
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
@@ -140,13 +141,13 @@ void WorkerPool::Kill(const WorkerId& id) {
   workers_.erase(it);
 }
 
-void WorkerPool::RemoveJob(JobId job) {
+void WorkerPool::RemoveJob(JobId job, const std::set<WorkerId>& keep, bool keep_job) {
   std::vector<WorkerId> ids;
   for (const auto& [id, w] : workers_) {
-    if (w.job == job) ids.push_back(id);
+    if (w.job == job && keep.count(id) == 0) ids.push_back(id);
   }
   for (const auto& id : ids) Kill(id);
-  jobs_.erase(job);
+  if (!keep_job) jobs_.erase(job);
 }
 
 void WorkerPool::KillAll() {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ struct JobConfig {
   std::string executable;
   std::string working_dir;
   std::string ld_library_path;
+  std::string ns;  // actor namespace of the job
 };
 
 struct WorkerProcess {
@@ -34,6 +36,7 @@ struct WorkerProcess {
   std::shared_ptr<rpc::Connection> conn;  // set at registration
   std::string socket_path;
   LeaseId lease;                          // when leased
+  bool hosts_actor = false;               // leased to an actor for its lifetime
 };
 
 class WorkerPool {
@@ -57,8 +60,9 @@ class WorkerPool {
   WorkerProcess* FindByConn(const rpc::Connection* conn);
   // Kills (SIGKILL) and forgets a worker. Its exit is reaped later.
   void Kill(const WorkerId& id);
-  // Kills every worker of a job and forgets the job.
-  void RemoveJob(JobId job);
+  // Kills every worker of a job except `keep` (detached actors' workers), and forgets the
+  // job unless some are kept.
+  void RemoveJob(JobId job, const std::set<WorkerId>& keep = {}, bool keep_job = false);
   void KillAll();
   // Reaps exited processes; returns workers that exited or overstayed their start.
   std::vector<WorkerId> Reap();

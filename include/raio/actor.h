@@ -1,0 +1,256 @@
+// Actors: stateful workers.
+//
+//   class Counter {
+//    public:
+//     static Counter* Create(int start) { return new Counter(start); }
+//     int Incr(int by) { return value_ += by; }
+//    private:
+//     explicit Counter(int start) : value_(start) {}
+//     int value_;
+//   };
+//   RAIO_REMOTE(Counter::Create, &Counter::Incr);
+//
+//   raio::ActorHandle<Counter> c = raio::Actor(Counter::Create).SetName("c").Remote(0);
+//   raio::ObjectRef<int> n = c.Task(&Counter::Incr).Remote(5);
+//
+// An actor is an instance of a registered class living in its own worker process. Its
+// factory (a static function returning T* or std::unique_ptr<T>) runs there; method calls
+// from one caller run in submission order (SetMaxConcurrency(n) lets n run at once on
+// threads, in no particular order). Handles are values: copy them, pass them to tasks and
+// actors, return them, store them in objects; every copy reaches the same instance.
+// Thread-safety: handles may be used from any thread.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "raio/errors.h"
+#include "raio/internal/object_id.h"
+#include "raio/internal/runtime.h"
+#include "raio/object_ref.h"
+#include "raio/remote.h"
+#include "raio/task_caller.h"
+
+namespace raio {
+
+// ActorId (16 random bytes naming one actor for its whole life, across restarts) is
+// declared in raio/internal/object_id.h.
+
+namespace internal {
+
+struct ActorOptions {
+  std::map<std::string, double> resources;  // held for the actor's lifetime; default none
+  std::string name;
+  std::string ns;  // namespace; "" = the job's own
+  int max_restarts = 0;
+  int max_task_retries = 0;
+  int max_concurrency = 1;
+  bool detached = false;
+};
+
+// Runtime ABI for actors (see raio/internal/runtime.h for the conventions).
+ActorId CreateActor(const std::string& factory_name, const std::string& class_name,
+                    std::vector<TaskArg> args, const ActorOptions& options);
+ObjectId SubmitActorTask(const ActorId& actor, const std::string& method_name,
+                         std::vector<TaskArg> args);
+void KillActor(const ActorId& actor, bool no_restart);
+// nullopt when no live actor has that name; InvalidUsageError when it is of another class.
+std::optional<ActorId> GetNamedActor(const std::string& name, const std::string& ns,
+                                     const std::string& class_name);
+// The registered name of a factory (by its address) or of a method; InvalidUsageError if
+// not registered.
+const std::string& ResolveFactoryName(const void* key);
+
+template <typename M>
+const std::string& ResolveMethodName(M method) {
+  for (const auto& [m, name] : MethodTable<M>()) {
+    if (m == method) return name;
+  }
+  throw InvalidUsageError(
+      "this actor method is not registered; add it to RAIO_REMOTE(&Class::Method)");
+}
+
+}  // namespace internal
+
+template <typename T, typename M, typename R, typename... P>
+class ActorTaskCaller {
+ public:
+  ActorTaskCaller(ActorId actor, M method) : actor_(actor), method_(method) {}
+
+  // Submits the call and returns at once. Arguments as for raio::Task. Throws
+  // InvalidUsageError if the method is not registered. The result fails with
+  // ActorDiedError when the actor is dead (or dies during the call and the call may not
+  // be retried: SetMaxTaskRetries), TaskError when the method threw (the actor lives on).
+  template <typename... A>
+  ObjectRef<R> Remote(A&&... args) {
+    static_assert(sizeof...(A) == sizeof...(P), "wrong number of arguments for this method");
+    static_assert((internal::ArgMatches<P, A>() && ...),
+                  "an argument's type does not match the method's parameter type");
+    const std::string& name = internal::ResolveMethodName(method_);
+    std::vector<internal::TaskArg> task_args;
+    task_args.reserve(sizeof...(A));
+    (task_args.push_back(internal::MakeArg<P>(std::forward<A>(args))), ...);
+    return ObjectRef<R>(internal::SubmitActorTask(actor_, name, std::move(task_args)),
+                        typename ObjectRef<R>::Adopt{});
+  }
+
+ private:
+  ActorId actor_;
+  M method_;
+};
+
+template <typename T>
+class ActorHandle {
+ public:
+  using ActorType = T;
+  ActorHandle() = default;
+  explicit ActorHandle(const ActorId& id) : id_(id) {}
+  const ActorId& ID() const { return id_; }
+
+  template <typename R, typename... P>
+  ActorTaskCaller<T, R (T::*)(P...), R, P...> Task(R (T::*method)(P...)) const {
+    return {id_, method};
+  }
+  template <typename R, typename... P>
+  ActorTaskCaller<T, R (T::*)(P...) const, R, P...> Task(R (T::*method)(P...) const) const {
+    return {id_, method};
+  }
+
+  // Ends the actor's process. no_restart = true: the actor is dead for good and every
+  // later call fails with ActorDiedError; false: it restarts if it has restarts left.
+  void Kill(bool no_restart = true) const { internal::KillActor(id_, no_restart); }
+
+  bool operator==(const ActorHandle& o) const { return id_ == o.id_; }
+
+ private:
+  ActorId id_;
+};
+
+template <typename T, typename... P>
+class ActorCreator {
+ public:
+  using Factory = T* (*)(P...);
+  ActorCreator(const void* key, std::string class_name)
+      : key_(key), class_name_(std::move(class_name)) {}
+
+  // A name, unique among live actors of the namespace; GetActor<T>(name) finds it.
+  ActorCreator& SetName(const std::string& name) {
+    options_.name = name;
+    return *this;
+  }
+  // The namespace of the name (default: the job's own namespace, "job-<id>").
+  ActorCreator& SetNamespace(const std::string& ns) {
+    options_.ns = ns;
+    return *this;
+  }
+  // Resources held for the actor's whole life (default: none).
+  ActorCreator& SetResources(const std::map<std::string, double>& resources) {
+    options_.resources = resources;
+    return *this;
+  }
+  ActorCreator& SetResource(const std::string& name, double amount) {
+    options_.resources[name] = amount;
+    return *this;
+  }
+  // Restarts after its process dies (default 0; -1 = unlimited). The factory runs again
+  // with the original arguments.
+  ActorCreator& SetMaxRestarts(int n) {
+    options_.max_restarts = n;
+    return *this;
+  }
+  // Times a call in flight when the process died is re-sent to the restarted actor
+  // (default 0: such calls fail with ActorDiedError).
+  ActorCreator& SetMaxTaskRetries(int n) {
+    options_.max_task_retries = n;
+    return *this;
+  }
+  // Calls that may run at once on threads inside the actor (default 1: one at a time, in
+  // each caller's order).
+  ActorCreator& SetMaxConcurrency(int n) {
+    options_.max_concurrency = n;
+    return *this;
+  }
+  // The actor outlives the job that created it, until killed.
+  ActorCreator& SetDetached(bool detached = true) {
+    options_.detached = detached;
+    return *this;
+  }
+
+  // Creates the actor and returns its handle at once; the factory runs in the actor's
+  // process (calls wait until it has). Throws InvalidUsageError (name taken in the
+  // namespace, bad options), UnschedulableError (no node can ever hold its resources).
+  template <typename... A>
+  ActorHandle<T> Remote(A&&... args) {
+    static_assert(sizeof...(A) == sizeof...(P), "wrong number of arguments for this factory");
+    static_assert((internal::ArgMatches<P, A>() && ...),
+                  "an argument's type does not match the factory's parameter type");
+    const std::string& name = internal::ResolveFactoryName(key_);
+    std::vector<internal::TaskArg> task_args;
+    task_args.reserve(sizeof...(A));
+    (task_args.push_back(internal::MakeArg<P>(std::forward<A>(args))), ...);
+    return ActorHandle<T>(
+        internal::CreateActor(name, class_name_, std::move(task_args), options_));
+  }
+
+ private:
+  const void* key_;
+  std::string class_name_;
+  internal::ActorOptions options_;
+};
+
+// Starts building an actor from its registered factory.
+template <typename T, typename... P>
+ActorCreator<T, P...> Actor(T* (*factory)(P...)) {
+  return ActorCreator<T, P...>(reinterpret_cast<const void*>(internal::KeyOf(factory)),
+                               internal::DemangledTypeName(typeid(T)));
+}
+template <typename T, typename... P>
+ActorCreator<T, P...> Actor(std::unique_ptr<T> (*factory)(P...)) {
+  return ActorCreator<T, P...>(reinterpret_cast<const void*>(internal::KeyOf(factory)),
+                               internal::DemangledTypeName(typeid(T)));
+}
+
+// The live actor named `name` in namespace `ns` ("" = this job's), or nullopt. Throws
+// InvalidUsageError when that actor is not a T.
+template <typename T>
+std::optional<ActorHandle<T>> GetActor(const std::string& name, const std::string& ns = "") {
+  auto id = internal::GetNamedActor(name, ns, internal::DemangledTypeName(typeid(T)));
+  if (!id) return std::nullopt;
+  return ActorHandle<T>(*id);
+}
+
+}  // namespace raio
+
+// A handle travels as its actor id.
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+  namespace adaptor {
+  template <typename T>
+  struct pack<raio::ActorHandle<T>> {
+    template <typename Stream>
+    msgpack::packer<Stream>& operator()(msgpack::packer<Stream>& o,
+                                        const raio::ActorHandle<T>& h) const {
+      std::string id = h.ID().Binary();
+      o.pack_bin(static_cast<uint32_t>(id.size()));
+      o.pack_bin_body(id.data(), static_cast<uint32_t>(id.size()));
+      return o;
+    }
+  };
+  template <typename T>
+  struct convert<raio::ActorHandle<T>> {
+    const msgpack::object& operator()(const msgpack::object& o, raio::ActorHandle<T>& h) const {
+      if (o.type != msgpack::type::BIN || o.via.bin.size != raio::ActorId::kSize) {
+        throw msgpack::type_error();
+      }
+      h = raio::ActorHandle<T>(
+          raio::ActorId::FromBinary(std::string_view(o.via.bin.ptr, o.via.bin.size)));
+      return o;
+    }
+  };
+  }  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE
+}  // namespace msgpack

@@ -1,0 +1,276 @@
+#include "raio/node/actor_manager.h"
+
+#include "absl/strings/str_cat.h"
+#include "raio/common/logging.h"
+#include "raio/node.pb.h"
+#include "raio/rpc.pb.h"
+
+namespace raio::node {
+
+ActorManager::ActorManager(LocalResourceManager& resources, WorkerPool& pool, std::string node_id,
+                           std::function<std::string()> cluster_description)
+    : resources_(resources),
+      pool_(pool),
+      node_id_(std::move(node_id)),
+      cluster_description_(std::move(cluster_description)) {}
+
+proto::ActorInfo ActorManager::Info(const Record& r) const {
+  proto::ActorInfo info;
+  info.set_actor_id(r.spec.actor_id());
+  info.set_state(r.state);
+  info.set_address(r.address);
+  info.set_incarnation(r.incarnation);
+  info.set_name(r.spec.name());
+  info.set_namespace_(r.spec.namespace_());
+  info.set_class_name(r.spec.class_name());
+  info.set_num_restarts(r.num_restarts);
+  info.set_death_cause(r.death_cause);
+  info.set_node_id(node_id_);
+  info.set_job_id(r.job);
+  info.set_pid(r.pid);
+  info.set_detached(r.spec.detached());
+  info.set_max_task_retries(r.spec.max_task_retries());
+  info.set_max_restarts(r.spec.max_restarts());
+  return info;
+}
+
+bool ActorManager::Handle(const std::shared_ptr<rpc::Connection>& conn, JobId job,
+                          const rpc::FrameHeader& h, std::string_view body) {
+  auto parse = [&](google::protobuf::MessageLite& m) {
+    if (m.ParseFromArray(body.data(), static_cast<int>(body.size()))) return true;
+    if (h.kind == rpc::FrameKind::kRequest) {
+      conn->ReplyError(h, absl::InvalidArgumentError("malformed actor request"));
+    }
+    return false;
+  };
+  switch (h.method) {
+    case proto::CREATE_ACTOR: {
+      proto::CreateActorRequest req;
+      if (!parse(req)) return true;
+      const proto::ActorSpec& spec = req.spec();
+      ActorId id = ActorId::FromBinary(spec.actor_id());
+      if (id.IsNil() || actors_.count(id)) {
+        conn->ReplyError(h, absl::InvalidArgumentError("bad or reused actor id"));
+        return true;
+      }
+      auto demand = ResourceSet::FromProto(spec.resources());
+      if (!demand.ok()) return conn->ReplyError(h, demand.status()), true;
+      if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
+        conn->ReplyError(h, absl::ResourceExhaustedError(absl::StrCat(
+                                "no node can ever hold an actor demanding ", demand->ToString(),
+                                " (", f.message(), "); cluster resources: ",
+                                cluster_description_())));
+        return true;
+      }
+      if (!spec.name().empty()) {
+        auto key = std::make_pair(spec.namespace_(), spec.name());
+        if (names_.count(key)) {
+          conn->ReplyError(h, absl::AlreadyExistsError(absl::StrCat(
+                                  "an actor named '", spec.name(), "' already exists in namespace '",
+                                  spec.namespace_(), "'")));
+          return true;
+        }
+        names_[key] = id;
+      }
+      Record& r = actors_[id];
+      r.spec = spec;
+      r.job = job;
+      conn->Reply(h, Info(r));
+      return true;
+    }
+    case proto::WAIT_ACTOR: {
+      proto::WaitActorRequest req;
+      if (!parse(req)) return true;
+      auto it = actors_.find(ActorId::FromBinary(req.actor_id()));
+      if (it == actors_.end()) {
+        conn->ReplyError(h, absl::NotFoundError("no such actor on this node"));
+        return true;
+      }
+      Record& r = it->second;
+      if (r.state == proto::ACTOR_DEAD ||
+          (r.state == proto::ACTOR_ALIVE && r.incarnation >= req.min_incarnation())) {
+        conn->Reply(h, Info(r));
+      } else {
+        r.waiters.emplace_back(conn, h);
+        r.waiter_min_incarnation.push_back(req.min_incarnation());
+      }
+      return true;
+    }
+    case proto::GET_NAMED_ACTOR: {
+      proto::GetNamedActorRequest req;
+      if (!parse(req)) return true;
+      auto it = names_.find({req.namespace_(), req.name()});
+      if (it == names_.end()) {
+        conn->ReplyError(h, absl::NotFoundError("no live actor with that name"));
+      } else {
+        conn->Reply(h, Info(actors_.at(it->second)));
+      }
+      return true;
+    }
+    case proto::KILL_ACTOR: {
+      proto::KillActorRequest req;
+      if (!parse(req)) return true;
+      auto it = actors_.find(ActorId::FromBinary(req.actor_id()));
+      if (it != actors_.end() && it->second.state != proto::ACTOR_DEAD) {
+        Record& r = it->second;
+        if (req.no_restart()) {
+          Bury(r, "it was killed with Kill()", /*kill_worker=*/true);
+        } else if (!r.worker.IsNil()) {
+          WorkerId w = r.worker;
+          pool_.Kill(w);  // the restart happens in OnWorkerGone
+          OnWorkerGone(w);
+        }
+      }
+      if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
+      return true;
+    }
+    case proto::LIST_ACTORS:
+      conn->Reply(h, List());
+      return true;
+    default:
+      return false;
+  }
+}
+
+void ActorManager::Schedule(std::map<JobId, int>* workers_needed) {
+  for (auto& [id, r] : actors_) {
+    if (r.state == proto::ACTOR_DEAD || r.state == proto::ACTOR_ALIVE || !r.worker.IsNil()) {
+      continue;
+    }
+    if (!r.allocation) {
+      auto demand = ResourceSet::FromProto(r.spec.resources());
+      if (!demand.ok()) continue;
+      r.allocation = resources_.TryAllocate(*demand);
+      if (!r.allocation) continue;
+    }
+    if (!pool_.HasJob(r.job)) {
+      Bury(r, "its job's executable is no longer known to the node", false);
+      continue;
+    }
+    WorkerProcess* worker = pool_.PopIdle(r.job);
+    if (worker == nullptr) {
+      ++(*workers_needed)[r.job];
+      continue;
+    }
+    Bind(r, *worker);
+  }
+}
+
+void ActorManager::Bind(Record& r, WorkerProcess& worker) {
+  worker.hosts_actor = true;
+  r.worker = worker.id;
+  r.creating = true;
+  r.pid = worker.pid;
+  proto::CreateActorInstanceRequest req;
+  *req.mutable_spec() = r.spec;
+  req.set_incarnation(r.incarnation);
+  ActorId id = ActorId::FromBinary(r.spec.actor_id());
+  uint32_t incarnation = r.incarnation;
+  std::string address = worker.socket_path;
+  worker.conn->Call(proto::CREATE_ACTOR_INSTANCE, req,
+                    [this, id, incarnation, address](const absl::StatusOr<std::string_view>& reply) {
+                      auto it = actors_.find(id);
+                      if (it == actors_.end()) return;
+                      Record& r = it->second;
+                      if (r.incarnation != incarnation || r.state == proto::ACTOR_DEAD) return;
+                      r.creating = false;
+                      if (!reply.ok()) return;  // the worker died: OnWorkerGone handles it
+                      proto::CreateActorInstanceReply cr;
+                      if (!cr.ParseFromArray(reply->data(), static_cast<int>(reply->size())) ||
+                          cr.has_error()) {
+                        Bury(r,
+                             cr.has_error() ? absl::StrCat("its factory raised ",
+                                                           cr.error().exception_type(), ": ",
+                                                           cr.error().message())
+                                            : "malformed reply from its worker",
+                             /*kill_worker=*/true);
+                        return;
+                      }
+                      r.state = proto::ACTOR_ALIVE;
+                      r.address = address;
+                      NotifyWaiters(r);
+                    });
+}
+
+void ActorManager::NotifyWaiters(Record& r) {
+  std::vector<std::pair<std::shared_ptr<rpc::Connection>, rpc::FrameHeader>> keep;
+  std::vector<uint32_t> keep_min;
+  proto::ActorInfo info = Info(r);
+  for (std::size_t i = 0; i < r.waiters.size(); ++i) {
+    if (r.state == proto::ACTOR_DEAD ||
+        (r.state == proto::ACTOR_ALIVE && r.incarnation >= r.waiter_min_incarnation[i])) {
+      r.waiters[i].first->Reply(r.waiters[i].second, info);
+    } else {
+      keep.push_back(r.waiters[i]);
+      keep_min.push_back(r.waiter_min_incarnation[i]);
+    }
+  }
+  r.waiters = std::move(keep);
+  r.waiter_min_incarnation = std::move(keep_min);
+}
+
+void ActorManager::Release(Record& r) {
+  if (r.allocation) resources_.Release(*r.allocation);
+  r.allocation.reset();
+}
+
+void ActorManager::Bury(Record& r, const std::string& cause, bool kill_worker) {
+  RAIO_LOG_INFO("actor {} is dead: {}", ActorId::FromBinary(r.spec.actor_id()).Hex(), cause);
+  r.state = proto::ACTOR_DEAD;
+  r.death_cause = cause;
+  r.creating = false;
+  r.address.clear();
+  if (!r.spec.name().empty()) names_.erase({r.spec.namespace_(), r.spec.name()});
+  if (kill_worker && !r.worker.IsNil()) pool_.Kill(r.worker);
+  r.worker = WorkerId();
+  Release(r);
+  NotifyWaiters(r);
+}
+
+bool ActorManager::OnWorkerGone(const WorkerId& worker) {
+  for (auto& [id, r] : actors_) {
+    if (r.worker != worker || r.state == proto::ACTOR_DEAD) continue;
+    r.worker = WorkerId();
+    r.address.clear();
+    r.creating = false;
+    Release(r);
+    int max = r.spec.max_restarts();
+    if (max < 0 || static_cast<int>(r.num_restarts) < max) {
+      ++r.num_restarts;
+      ++r.incarnation;
+      r.state = proto::ACTOR_RESTARTING;
+      RAIO_LOG_INFO("actor {} restarting ({} of {})", id.Hex(), r.num_restarts, max);
+    } else {
+      Bury(r,
+           absl::StrCat("its process died", r.num_restarts > 0 ? " after " : "",
+                        r.num_restarts > 0 ? absl::StrCat(r.num_restarts, " restarts") : "",
+                        " and it may not restart again"),
+           false);
+    }
+    return true;
+  }
+  return false;
+}
+
+std::set<WorkerId> ActorManager::OnJobEnded(JobId job, bool* keep_job) {
+  std::set<WorkerId> keep;
+  *keep_job = false;
+  for (auto& [id, r] : actors_) {
+    if (r.job != job || r.state == proto::ACTOR_DEAD) continue;
+    if (r.spec.detached()) {
+      if (!r.worker.IsNil()) keep.insert(r.worker);
+      *keep_job = true;
+      continue;
+    }
+    Bury(r, "its job ended", /*kill_worker=*/true);
+  }
+  return keep;
+}
+
+proto::ActorList ActorManager::List() const {
+  proto::ActorList list;
+  for (const auto& [id, r] : actors_) *list.add_actors() = Info(r);
+  return list;
+}
+
+}  // namespace raio::node

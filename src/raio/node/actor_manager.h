@@ -1,0 +1,75 @@
+// ActorManager: the node daemon's actor table and actor scheduler. Registers actors
+// (names unique per namespace among live actors), holds their resources for their
+// lifetime, binds each to a dedicated worker process of its job and runs its factory
+// there (CREATE_ACTOR_INSTANCE), restarts it when the process dies (up to max_restarts),
+// kills it on request or when its job ends (unless detached), and answers WAIT_ACTOR so
+// callers learn where an actor lives, or why it died.
+// Single node for now: the name directory moves to the head with multi-node clusters.
+// Threading: not thread-safe; lives on the node daemon's loop.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "raio/actor.pb.h"
+#include "raio/common/ids.h"
+#include "raio/node/scheduler/local_resource_manager.h"
+#include "raio/node/worker_pool/worker_pool.h"
+#include "raio/rpc/connection.h"
+
+namespace raio::node {
+
+class ActorManager {
+ public:
+  ActorManager(LocalResourceManager& resources, WorkerPool& pool, std::string node_id,
+               std::function<std::string()> cluster_description);
+
+  // Handles the actor methods (CREATE/WAIT/GET_NAMED/KILL/LIST_ACTORS); returns false
+  // for other methods. `job` is the requester's job.
+  bool Handle(const std::shared_ptr<rpc::Connection>& conn, JobId job, const rpc::FrameHeader& h,
+              std::string_view body);
+  // Places pending actors on idle workers; adds to `workers_needed` per job.
+  void Schedule(std::map<JobId, int>* workers_needed);
+  // A worker process is gone; restarts or buries its actor. Returns whether it hosted one.
+  bool OnWorkerGone(const WorkerId& worker);
+  // The job ended: its actors die, except detached ones. Returns the workers to keep;
+  // `keep_job` says whether the job's executable is still needed (for restarts).
+  std::set<WorkerId> OnJobEnded(JobId job, bool* keep_job);
+  proto::ActorList List() const;
+
+ private:
+  struct Record {
+    proto::ActorSpec spec;
+    JobId job = 0;
+    proto::ActorState state = proto::ACTOR_PENDING;
+    std::optional<Allocation> allocation;
+    WorkerId worker;     // nil when none bound
+    bool creating = false;
+    std::string address;
+    int32_t pid = 0;
+    uint32_t incarnation = 0;
+    uint32_t num_restarts = 0;
+    std::string death_cause;
+    std::vector<std::pair<std::shared_ptr<rpc::Connection>, rpc::FrameHeader>> waiters;
+    std::vector<uint32_t> waiter_min_incarnation;
+  };
+
+  proto::ActorInfo Info(const Record& r) const;
+  void NotifyWaiters(Record& r);
+  void Bind(Record& r, WorkerProcess& worker);
+  void Bury(Record& r, const std::string& cause, bool kill_worker);
+  void Release(Record& r);
+
+  LocalResourceManager& resources_;
+  WorkerPool& pool_;
+  std::string node_id_;
+  std::function<std::string()> cluster_description_;
+  std::map<ActorId, Record> actors_;
+  std::map<std::pair<std::string, std::string>, ActorId> names_;  // (namespace, name)
+};
+
+}  // namespace raio::node

@@ -1,0 +1,162 @@
+#include "raio/worker/actor_submitter.h"
+
+#include "absl/strings/str_cat.h"
+#include "raio/common/config.h"
+#include "raio/common/logging.h"
+#include "raio/rpc.pb.h"
+#include "raio/rpc/listener.h"
+
+namespace raio::worker {
+
+ActorSubmitter::ActorSubmitter(absl::Mutex& mu, EventLoop& loop,
+                               std::shared_ptr<rpc::Connection> node, TaskSubmitter& tasks,
+                               ObjectTable& objects)
+    : mu_(mu), loop_(loop), node_(std::move(node)), tasks_(tasks), objects_(objects) {}
+
+void ActorSubmitter::Submit(const ActorId& id, proto::PushActorTaskRequest request,
+                            ObjectId return_id, std::vector<ObjectId> held) {
+  auto call = std::make_shared<Call>();
+  call->request = std::move(request);
+  call->return_id = return_id;
+  call->held = std::move(held);
+  auto [it, inserted] = actors_.try_emplace(id);
+  Actor& actor = it->second;
+  if (inserted) actor.id = id;
+  if (actor.state == Actor::State::kDead) {
+    Fail(call, actor.death_cause);
+    return;
+  }
+  actor.queue.push_back(std::move(call));
+  if (actor.state == Actor::State::kAlive) {
+    Flush(actor);
+  } else if (!actor.waiting) {
+    WaitForActor(actor, actor.incarnation);
+  }
+}
+
+void ActorSubmitter::WaitForActor(Actor& actor, uint32_t min_incarnation) {
+  actor.waiting = true;
+  proto::WaitActorRequest req;
+  req.set_actor_id(actor.id.Binary());
+  req.set_min_incarnation(min_incarnation);
+  ActorId id = actor.id;
+  node_->Call(proto::WAIT_ACTOR, req, [this, id](const absl::StatusOr<std::string_view>& r) {
+    OnActorInfo(id, r);
+  });
+}
+
+void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::string_view>& reply) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  auto it = actors_.find(id);
+  if (it == actors_.end()) return;
+  Actor& actor = it->second;
+  actor.waiting = false;
+  proto::ActorInfo info;
+  if (!reply.ok() || !info.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
+    actor.state = Actor::State::kDead;
+    actor.death_cause = absl::StrCat(
+        "actor ", id.Hex(), " is unknown or unreachable: ",
+        reply.ok() ? "malformed reply" : std::string(reply.status().message()));
+  } else if (info.state() == proto::ACTOR_DEAD) {
+    actor.state = Actor::State::kDead;
+    actor.death_cause = absl::StrCat("actor ", id.Hex(),
+                                     info.name().empty() ? "" : " ('" + info.name() + "')",
+                                     " is dead: ", info.death_cause());
+  } else {
+    auto conn = rpc::ConnectUnix(loop_.io(), info.address());
+    if (!conn.ok()) {
+      // It died between the reply and now: wait for the next incarnation.
+      WaitForActor(actor, info.incarnation() + 1);
+      return;
+    }
+    (*conn)->Start(nullptr, nullptr);
+    actor.conn = *conn;
+    actor.incarnation = info.incarnation();
+    actor.max_task_retries = info.max_task_retries();
+    actor.state = Actor::State::kAlive;
+    Flush(actor);
+    return;
+  }
+  std::deque<std::shared_ptr<Call>> queue;
+  queue.swap(actor.queue);
+  for (auto& call : queue) Fail(call, actor.death_cause);
+}
+
+void ActorSubmitter::Flush(Actor& actor) {
+  while (!actor.queue.empty()) {
+    std::shared_ptr<Call> call = std::move(actor.queue.front());
+    actor.queue.pop_front();
+    uint64_t seq = actor.next_sequence++;
+    call->request.set_sequence(seq);
+    actor.in_flight[seq] = call;
+    ActorId id = actor.id;
+    uint32_t incarnation = actor.incarnation;
+    actor.conn->Call(proto::PUSH_ACTOR_TASK, call->request,
+                     [this, id, incarnation, seq](const absl::StatusOr<std::string_view>& r) {
+                       OnReply(id, incarnation, seq, r);
+                     });
+  }
+}
+
+void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t sequence,
+                             const absl::StatusOr<std::string_view>& reply) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  auto it = actors_.find(id);
+  if (it == actors_.end()) return;
+  Actor& actor = it->second;
+  auto cit = actor.in_flight.find(sequence);
+  if (cit == actor.in_flight.end()) return;
+  if (reply.ok()) {
+    std::shared_ptr<Call> call = cit->second;
+    actor.in_flight.erase(cit);
+    proto::PushTaskReply r;
+    if (!r.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
+      Fail(call, "malformed reply from the actor");
+      return;
+    }
+    for (const auto& ref : call->held) objects_.RemoveTaskArgRef(ref);
+    tasks_.FinishFromReply(call->return_id, r);
+    return;
+  }
+  // The actor's process is gone, and with it every call in flight on this connection
+  // (their callbacks come in no particular order): handle them all now, in sequence
+  // order. Retryable ones are re-sent first after the restart, keeping submission order.
+  std::vector<std::shared_ptr<Call>> retry;
+  for (auto& [seq, call] : actor.in_flight) {
+    if (actor.max_task_retries < 0 || call->retries_used < actor.max_task_retries) {
+      ++call->retries_used;
+      retry.push_back(call);
+    } else {
+      Fail(call, absl::StrCat("actor ", id.Hex(), " died while running ",
+                              call->request.method_name(),
+                              " (its process ended; SetMaxTaskRetries allows re-sending calls)"));
+    }
+  }
+  actor.in_flight.clear();
+  actor.queue.insert(actor.queue.begin(), retry.begin(), retry.end());
+  if (actor.state == Actor::State::kAlive && actor.incarnation == incarnation) {
+    actor.state = Actor::State::kResolving;
+    actor.conn.reset();
+  }
+  if (actor.state == Actor::State::kResolving && !actor.waiting) {
+    WaitForActor(actor, incarnation + 1);
+  }
+}
+
+void ActorSubmitter::Fail(const std::shared_ptr<Call>& call, const std::string& message) {
+  for (const auto& ref : call->held) objects_.RemoveTaskArgRef(ref);
+  call->held.clear();
+  tasks_.FinishObject(call->return_id, {}, false,
+                      MakeError(proto::ACTOR_DIED, message, call->request.method_name()));
+}
+
+void ActorSubmitter::Shutdown() {
+  shut_down_ = true;
+  for (auto& [id, actor] : actors_) {
+    if (actor.conn) actor.conn->Close(absl::CancelledError("shutting down"));
+  }
+}
+
+}  // namespace raio::worker

@@ -1,0 +1,74 @@
+// ActorSubmitter: the caller side of actor calls. For each actor this process calls,
+// it learns where the actor lives (WAIT_ACTOR to the node, answered when it is alive),
+// pushes calls straight to the actor's worker over one connection (so calls from this
+// process run in submission order), and, when that connection breaks, waits for the
+// restarted actor and re-sends calls that may be retried (SetMaxTaskRetries) or fails
+// them with ACTOR_DIED. Once the actor is dead every call fails with the death cause.
+// Threading: every method must be called with the CoreWorker's mutex held; replies
+// arrive on the CoreWorker's loop thread, which takes it.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "raio/actor.pb.h"
+#include "raio/common/event_loop.h"
+#include "raio/common/ids.h"
+#include "raio/rpc/connection.h"
+#include "raio/worker/task_submitter.h"
+
+namespace raio::worker {
+
+class ActorSubmitter {
+ public:
+  ActorSubmitter(absl::Mutex& mu, EventLoop& loop, std::shared_ptr<rpc::Connection> node,
+                 TaskSubmitter& tasks, ObjectTable& objects);
+
+  // Queues a call whose arguments are resolved; `held` are object references to drop when
+  // it completes.
+  void Submit(const ActorId& actor, proto::PushActorTaskRequest request, ObjectId return_id,
+              std::vector<ObjectId> held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Shutdown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+ private:
+  struct Call {
+    proto::PushActorTaskRequest request;
+    ObjectId return_id;
+    std::vector<ObjectId> held;
+    int retries_used = 0;
+  };
+  struct Actor {
+    ActorId id;
+    enum class State { kResolving, kAlive, kDead } state = State::kResolving;
+    bool waiting = false;  // a WAIT_ACTOR is outstanding
+    uint32_t incarnation = 0;
+    int max_task_retries = 0;
+    std::string death_cause;
+    std::shared_ptr<rpc::Connection> conn;
+    std::deque<std::shared_ptr<Call>> queue;                // not yet sent
+    std::map<uint64_t, std::shared_ptr<Call>> in_flight;    // by sequence
+    uint64_t next_sequence = 1;
+  };
+
+  void WaitForActor(Actor& actor, uint32_t min_incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnActorInfo(const ActorId& id, const absl::StatusOr<std::string_view>& reply);
+  void Flush(Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnReply(const ActorId& id, uint32_t incarnation, uint64_t sequence,
+               const absl::StatusOr<std::string_view>& reply);
+  void Fail(const std::shared_ptr<Call>& call, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finish(const std::shared_ptr<Call>& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex& mu_;
+  EventLoop& loop_;
+  std::shared_ptr<rpc::Connection> node_;
+  TaskSubmitter& tasks_;
+  ObjectTable& objects_;
+  std::map<ActorId, Actor> actors_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace raio::worker

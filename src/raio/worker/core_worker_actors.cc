@@ -1,0 +1,166 @@
+// CoreWorker, part three: the actor API (creation, calls, kill, lookup by name).
+#include "absl/strings/str_cat.h"
+#include "raio/common/config.h"
+#include "raio/common/resources.h"
+#include "raio/errors.h"
+#include "raio/rpc.pb.h"
+#include "raio/rpc/listener.h"
+#include "raio/worker/core_worker.h"
+
+namespace raio::worker {
+
+void CoreWorker::ResolveArgsBlocking(std::vector<internal::TaskArg>& args,
+                                     google::protobuf::RepeatedPtrField<proto::TaskArg>* out,
+                                     std::vector<ObjectId>* held, bool keep_store_refs) {
+  // Fills `arg` from a ready object.
+  auto fill = [&](proto::TaskArg* arg, const ObjectId& id) {
+    Wait({id}, 1, std::nullopt);
+    bool in_store = false;
+    {
+      absl::MutexLock lock(&mu_);
+      ObjectEntry* e = objects_.Find(id);
+      if (e == nullptr) {
+        throw ObjectLostError(absl::StrCat("argument object ", id.Hex(), " is unknown or freed"));
+      }
+      if (e->error) ThrowError(*e->error, id);
+      in_store = e->in_store;
+      if (!in_store) {
+        arg->set_value(std::string(e->value.bytes));
+        arg->set_format(static_cast<uint32_t>(e->value.format));
+        arg->set_dtype(static_cast<uint32_t>(e->value.dtype));
+        return;
+      }
+      if (keep_store_refs) {
+        objects_.AddTaskArgRef(id);
+        held->push_back(id);
+        arg->set_object_id(id.Binary());
+        arg->set_in_store(true);
+        return;
+      }
+    }
+    internal::ValueView v = Get(id, std::nullopt);  // copy out of the store
+    arg->set_value(std::string(v.bytes));
+    arg->set_format(static_cast<uint32_t>(v.format));
+    arg->set_dtype(static_cast<uint32_t>(v.dtype));
+  };
+  for (auto& a : args) {
+    proto::TaskArg* arg = out->Add();
+    switch (a.kind) {
+      case internal::TaskArg::Kind::kValue:
+        arg->set_value(std::move(a.value.bytes));
+        arg->set_format(static_cast<uint32_t>(a.value.format));
+        arg->set_dtype(static_cast<uint32_t>(a.value.dtype));
+        if (!a.contained.empty()) {
+          absl::MutexLock lock(&mu_);
+          for (const auto& c : a.contained) {
+            objects_.AddTaskArgRef(c);
+            held->push_back(c);
+          }
+        }
+        break;
+      case internal::TaskArg::Kind::kObjectRef:
+        fill(arg, a.refs[0]);
+        break;
+      case internal::TaskArg::Kind::kObjectRefList:
+        for (const auto& id : a.refs) fill(arg->mutable_list()->add_elements(), id);
+        break;
+    }
+  }
+}
+
+ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::string& class_name,
+                                std::vector<internal::TaskArg> args,
+                                const internal::ActorOptions& options) {
+  auto resources = ResourceSet::FromMap(options.resources);
+  if (!resources.ok()) {
+    throw InvalidUsageError(absl::StrCat("invalid actor resources: ", resources.status().message()));
+  }
+  if (options.max_concurrency < 1) throw InvalidUsageError("SetMaxConcurrency: must be >= 1");
+  if (options.max_restarts < -1) throw InvalidUsageError("SetMaxRestarts: must be >= -1");
+  if (options.max_task_retries < -1) throw InvalidUsageError("SetMaxTaskRetries: must be >= -1");
+  proto::CreateActorRequest req;
+  proto::ActorSpec* spec = req.mutable_spec();
+  ActorId id = RandomId<ActorId>();
+  spec->set_actor_id(id.Binary());
+  spec->set_factory_name(factory_name);
+  spec->set_class_name(class_name);
+  std::vector<ObjectId> held;  // factory arguments are copied inline: restarts reuse them
+  ResolveArgsBlocking(args, spec->mutable_args(), &held, /*keep_store_refs=*/false);
+  resources->ToProto(spec->mutable_resources());
+  spec->set_name(options.name);
+  spec->set_namespace_(options.ns.empty() ? options_.default_namespace : options.ns);
+  spec->set_max_restarts(options.max_restarts);
+  spec->set_max_task_retries(options.max_task_retries);
+  spec->set_max_concurrency(options.max_concurrency);
+  spec->set_detached(options.detached);
+  spec->set_owner_worker_id(options_.worker_id.Binary());
+  auto reply = rpc::CallSync(*node_, proto::CREATE_ACTOR, req, config::kControlRpcTimeout);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& h : held) objects_.RemoveTaskArgRef(h);
+  }
+  if (!reply.ok()) {
+    std::string message(reply.status().message());
+    switch (reply.status().code()) {
+      case absl::StatusCode::kAlreadyExists:
+      case absl::StatusCode::kInvalidArgument:
+        throw InvalidUsageError("raio::Actor: " + message);
+      case absl::StatusCode::kResourceExhausted:
+        throw UnschedulableError(message);
+      default:
+        throw ClusterUnavailableError("cannot create the actor: " + message);
+    }
+  }
+  return id;
+}
+
+ObjectId CoreWorker::SubmitActorTask(const ActorId& actor, const std::string& method_name,
+                                     std::vector<internal::TaskArg> args) {
+  proto::PushActorTaskRequest req;
+  req.set_actor_id(actor.Binary());
+  req.set_method_name(method_name);
+  proto::TaskSpec* spec = req.mutable_spec();
+  spec->set_function_name(method_name);
+  spec->set_owner_worker_id(options_.worker_id.Binary());
+  std::vector<ObjectId> held;
+  ResolveArgsBlocking(args, spec->mutable_args(), &held, /*keep_store_refs=*/true);
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) throw InvalidUsageError("raio is shut down");
+  TaskId task_id = MakeTaskId(options_.worker_id, next_task_seq_++);
+  spec->set_task_id(task_id.Binary());
+  ObjectId id = MakeObjectId(task_id, 1);
+  objects_.Create(id, /*local_refs=*/1);
+  actor_submitter_.Submit(actor, std::move(req), id, std::move(held));
+  return id;
+}
+
+void CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
+  proto::KillActorRequest req;
+  req.set_actor_id(actor.Binary());
+  req.set_no_restart(no_restart);
+  auto reply = rpc::CallSync(*node_, proto::KILL_ACTOR, req, config::kControlRpcTimeout);
+  if (!reply.ok()) {
+    throw ClusterUnavailableError(absl::StrCat("cannot kill the actor: ", reply.status().message()));
+  }
+}
+
+std::optional<ActorId> CoreWorker::GetNamedActor(const std::string& name, const std::string& ns,
+                                                 const std::string& class_name) {
+  proto::GetNamedActorRequest req;
+  req.set_name(name);
+  req.set_namespace_(ns.empty() ? options_.default_namespace : ns);
+  auto reply = rpc::CallSync(*node_, proto::GET_NAMED_ACTOR, req, config::kControlRpcTimeout);
+  if (!reply.ok()) {
+    if (reply.status().code() == absl::StatusCode::kNotFound) return std::nullopt;
+    throw ClusterUnavailableError(absl::StrCat("cannot look up the actor: ", reply.status().message()));
+  }
+  proto::ActorInfo info;
+  if (!info.ParseFromString(*reply)) throw ClusterUnavailableError("malformed actor info");
+  if (info.class_name() != class_name) {
+    throw InvalidUsageError(absl::StrCat("raio::GetActor: actor '", name, "' is a ",
+                                         info.class_name(), ", not a ", class_name));
+  }
+  return ActorId::FromBinary(info.actor_id());
+}
+
+}  // namespace raio::worker
