@@ -75,9 +75,18 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
     actor.incarnation = info.incarnation();
     actor.max_task_retries = info.max_task_retries();
     actor.state = Actor::State::kAlive;
+    for (auto& call : actor.lost) {
+      Fail(call, absl::StrCat("actor ", id.Hex(), " died while running ",
+                              call->request.method_name(),
+                              " and was restarted; the call was not retried (see "
+                              "SetMaxTaskRetries)"));
+    }
+    actor.lost.clear();
     Flush(actor);
     return;
   }
+  for (auto& call : actor.lost) Fail(call, actor.death_cause);
+  actor.lost.clear();
   std::deque<std::shared_ptr<Call>> queue;
   queue.swap(actor.queue);
   for (auto& call : queue) Fail(call, actor.death_cause);
@@ -129,9 +138,7 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
       ++call->retries_used;
       retry.push_back(call);
     } else {
-      Fail(call, absl::StrCat("actor ", id.Hex(), " died while running ",
-                              call->request.method_name(),
-                              " (its process ended; SetMaxTaskRetries allows re-sending calls)"));
+      actor.lost.push_back(call);
     }
   }
   actor.in_flight.clear();
