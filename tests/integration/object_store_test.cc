@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <raio/raio.h>
 
+#include <signal.h>
+
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -214,6 +217,26 @@ TEST_F(ObjectStoreTest, ARefReturnedToItsOwnerKeepsCounting) {
     auto s = raio::internal::GetObjectStats();
     return s.owned_objects == 0 && s.store_objects == 0;
   }));
+}
+
+TEST_F(ObjectStoreTest, ADeadBorrowerDoesNotKeepAnObjectAlive) {
+  std::string pid_file = "/tmp/raio-holdref-" + std::to_string(getpid());
+  std::remove(pid_file.c_str());
+  {
+    BytesRef ref = raio::Put(MakeBytes(2 * kMiB, 12));
+    auto held = raio::Task(HoldRef).SetMaxRetries(0).Remote(ref, pid_file, 60000);
+    ASSERT_TRUE(Eventually([&] { return std::ifstream(pid_file).good(); }));
+    int pid = 0;
+    std::ifstream(pid_file) >> pid;
+    ASSERT_GT(pid, 0);
+    ::kill(pid, SIGKILL);
+    EXPECT_THROW(held.Get(10s), raio::WorkerCrashedError);
+  }
+  std::remove(pid_file.c_str());
+  EXPECT_TRUE(Eventually([] {
+    auto s = raio::internal::GetObjectStats();
+    return s.owned_objects == 0 && s.store_objects == 0;
+  })) << raio::internal::GetObjectStats().store_objects;
 }
 
 }  // namespace

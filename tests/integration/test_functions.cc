@@ -148,3 +148,17 @@ raio::ObjectRef<int> MakeSmallRef(int value) { return raio::Put(value); }
 
 RAIO_REMOTE(raio_test::MakeRefs, raio_test::ChecksumAll, raio_test::EchoRef,
             raio_test::MakeSmallRef);
+
+namespace raio_test {
+int HoldRef(BytesRef ref, std::string pid_file, int ms) {
+  auto view = ref.GetView();
+  {
+    std::ofstream out(pid_file + ".tmp");
+    out << getpid() << "\n";
+  }
+  std::rename((pid_file + ".tmp").c_str(), pid_file.c_str());
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return static_cast<int>(view.size());
+}
+}  // namespace raio_test
+RAIO_REMOTE(raio_test::HoldRef);

@@ -65,3 +65,8 @@ BytesRef EchoRef(BytesRef ref);
 // Puts a small int in the worker and returns its ref (a small object owned by a worker).
 raio::ObjectRef<int> MakeSmallRef(int value);
 }  // namespace raio_test
+
+namespace raio_test {
+// Borrows `ref` (an ObjectRef parameter), writes its pid to `pid_file`, then sleeps `ms`.
+int HoldRef(BytesRef ref, std::string pid_file, int ms);
+}  // namespace raio_test

@@ -188,6 +188,7 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
                     std::min<std::chrono::microseconds>(
                         config::kGetSpin, timeout.value_or(config::kGetSpin));
   bool blocked = false;
+  std::string owner_address;  // set when reading a borrowed object
   {
     absl::MutexLock lock(&mu_);
     while (true) {
@@ -201,6 +202,7 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
         if (blocked) NotifyBlocked(false);
         if (e->error) ThrowError(*e->error, id);
         if (!e->in_store) return e->value;
+        if (e->borrowed) owner_address = e->owner_address;
         break;  // read from the store below, without holding mu_
       }
       if (e->borrowed) FetchBorrowedLocked(id, *e);
@@ -219,8 +221,11 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
     if (view.status().code() == absl::StatusCode::kResourceExhausted) {
       throw ObjectStoreFullError(std::string(view.status().message()));
     }
-    throw ObjectLostError(absl::StrCat("object ", id.Hex(), " could not be read from the store: ",
-                                       view.status().message()));
+    throw ObjectLostError(absl::StrCat(
+        "object ", id.Hex(), " could not be read from the store: ", view.status().message(),
+        owner_address.empty() ? ""
+                              : absl::StrCat(" (its owner at ", owner_address,
+                                             " freed it or exited)")));
   }
   return *view;
 }

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -112,7 +113,8 @@ class CoreWorker {
   // Asks a borrowed object's owner for its value (once); the reply completes the entry.
   void FetchBorrowedLocked(const ObjectId& id, ObjectEntry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<rpc::Connection> OwnerConnectionLocked(const std::string& address)
+  std::shared_ptr<rpc::Connection> OwnerConnectionLocked(const std::string& address,
+                                                         bool quiet = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnOwnerServiceRequest(const std::shared_ptr<rpc::Connection>& conn,
                              const rpc::FrameHeader& h, std::string_view body);
@@ -137,6 +139,8 @@ class CoreWorker {
   std::string owner_address_;
   std::unique_ptr<rpc::Listener> owner_listener_;
   std::map<std::string, std::shared_ptr<rpc::Connection>> owner_conns_ ABSL_GUARDED_BY(mu_);
+  // Owner service: borrowers that registered themselves, by their connection.
+  std::map<rpc::Connection*, std::set<WorkerId>> borrower_conns_ ABSL_GUARDED_BY(mu_);
   std::string node_lost_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -29,16 +29,22 @@ namespace worker {
 
 absl::Status CoreWorker::StartOwnerService() {
   owner_address_ = absl::StrCat(options_.socket_dir, "/o-", options_.worker_id.Hex(), ".sock");
-  auto l = rpc::Listener::ListenUnix(loop_.io(), owner_address_,
-                                     [this](std::shared_ptr<rpc::Connection> conn) {
-                                       conn->Start(
-                                           [this](const std::shared_ptr<rpc::Connection>& c,
-                                                  const rpc::FrameHeader& h,
-                                                  std::string_view body) {
-                                             OnOwnerServiceRequest(c, h, body);
-                                           },
-                                           nullptr);
-                                     });
+  auto l = rpc::Listener::ListenUnix(
+      loop_.io(), owner_address_, [this](std::shared_ptr<rpc::Connection> conn) {
+        conn->Start(
+            [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                   std::string_view body) { OnOwnerServiceRequest(c, h, body); },
+            [this](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
+              // The borrowers that registered themselves over this connection are gone.
+              absl::MutexLock lock(&mu_);
+              auto it = borrower_conns_.find(c.get());
+              if (it == borrower_conns_.end()) return;
+              std::set<WorkerId> borrowers = std::move(it->second);
+              borrower_conns_.erase(it);
+              if (shut_down_) return;
+              for (const auto& b : borrowers) objects_.RemoveBorrowerEverywhere(b);
+            });
+      });
   if (!l.ok()) return l.status();
   owner_listener_ = std::move(*l);
   return absl::OkStatus();
@@ -67,6 +73,9 @@ void CoreWorker::OnOwnerServiceRequest(const std::shared_ptr<rpc::Connection>& c
           conn->ReplyError(h, absl::NotFoundError(absl::StrCat(
                                   "object ", id.Hex(), " is not owned by this process (freed?)")));
           return;
+        }
+        if (req.self_registration() && borrower != options_.worker_id) {
+          borrower_conns_[conn.get()].insert(borrower);
         }
         // The owner itself as borrower (its own ref came back inside a task result).
         for (int i = 0; i < count; ++i) {
@@ -135,7 +144,7 @@ void CoreWorker::OnObjectFreed(const ObjectId& id, ObjectEntry& e) {
       req.set_object_id(id.Binary());
       req.set_borrower_worker_id(options_.worker_id.Binary());
       req.set_count(static_cast<uint32_t>(e.owner_registrations));
-      if (auto conn = OwnerConnectionLocked(e.owner_address)) {
+      if (auto conn = OwnerConnectionLocked(e.owner_address, /*quiet=*/true)) {
         conn->SendOneWay(proto::REMOVE_BORROWER, req);
       }
     }
@@ -147,12 +156,16 @@ void CoreWorker::OnObjectFreed(const ObjectId& id, ObjectEntry& e) {
   }
 }
 
-std::shared_ptr<rpc::Connection> CoreWorker::OwnerConnectionLocked(const std::string& address) {
+std::shared_ptr<rpc::Connection> CoreWorker::OwnerConnectionLocked(const std::string& address,
+                                                                  bool quiet) {
   auto it = owner_conns_.find(address);
   if (it != owner_conns_.end() && !it->second->closed()) return it->second;
   auto conn = rpc::ConnectUnix(loop_.io(), address);
   if (!conn.ok()) {
-    RAIO_LOG_WARN("cannot reach object owner at {}: {}", address, conn.status().message());
+    // Dropping a reference to an object whose owner exited is routine: no warning then.
+    if (!quiet) {
+      RAIO_LOG_WARN("cannot reach object owner at {}: {}", address, conn.status().message());
+    }
     return nullptr;
   }
   (*conn)->Start(nullptr, nullptr);
@@ -251,6 +264,7 @@ void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& o
     req.set_object_id(id.Binary());
     req.set_borrower_worker_id(options_.worker_id.Binary());
     req.set_count(1);
+    req.set_self_registration(true);
     s = rpc::CallSync(*conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
   }
   if (!s.ok()) {

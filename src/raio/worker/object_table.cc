@@ -107,6 +107,19 @@ void ObjectTable::RemoveBorrower(const ObjectId& id, const WorkerId& borrower, i
   MaybeFree(it);
 }
 
+void ObjectTable::RemoveBorrowerEverywhere(const WorkerId& borrower) {
+  std::vector<ObjectId> ids;
+  for (const auto& [id, e] : objects_) {
+    if (e.borrowers.count(borrower)) ids.push_back(id);
+  }
+  for (const auto& id : ids) {
+    auto it = objects_.find(id);
+    if (it == objects_.end()) continue;
+    it->second.borrowers.erase(borrower);
+    MaybeFree(it);
+  }
+}
+
 void ObjectTable::MaybeFree(Map::iterator it) {
   const ObjectEntry& e = it->second;
   if (e.local_refs > 0 || e.task_arg_refs > 0 || !e.borrowers.empty()) return;

@@ -81,6 +81,8 @@ class ObjectTable {
   void RemoveTaskArgRef(const ObjectId& id);
   void AddBorrower(const ObjectId& id, const WorkerId& borrower, int count);
   void RemoveBorrower(const ObjectId& id, const WorkerId& borrower, int count);
+  // A borrower process died: drops its references to every object.
+  void RemoveBorrowerEverywhere(const WorkerId& borrower);
   std::size_t size() const { return objects_.size(); }
 
  private:

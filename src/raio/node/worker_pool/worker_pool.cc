@@ -133,6 +133,9 @@ WorkerProcess* WorkerPool::FindByConn(const rpc::Connection* conn) {
 void WorkerPool::Kill(const WorkerId& id) {
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
+  // Its task and owner-service sockets (a killed process cannot remove them itself).
+  ::unlink(absl::StrCat(session_dir_, "/w-", id.Hex(), ".sock").c_str());
+  ::unlink(absl::StrCat(session_dir_, "/o-", id.Hex(), ".sock").c_str());
   if (it->second.pid > 0) {
     ::kill(it->second.pid, SIGKILL);
     zombies_.push_back(it->second.pid);
