@@ -5,6 +5,7 @@
 //   raio stop
 //   raio status [--address HOST:PORT] [--json]
 //   raio list objects [--address HOST:PORT] [--json]
+//   raio list actors [--address HOST:PORT] [--json]
 //
 // `start --head` runs the head service and a node daemon in one background process and
 // records it in $TMPDIR/raio/current_cluster (address, pid, log file); `stop` and
@@ -29,7 +30,9 @@
 #include "raio/common/config.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/logging.h"
+#include "raio/actor.pb.h"
 #include "raio/head.pb.h"
+#include "raio/internal/object_id.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
@@ -177,6 +180,64 @@ int Stop() {
   return 0;
 }
 
+// Sends one request to the head and parses the reply; prints errors as `what: ...`.
+bool CallHead(const std::string& address_flag, const char* what, uint32_t method,
+              google::protobuf::Message* reply_out) {
+  std::string address = ResolveAddress(address_flag);
+  if (address.empty()) {
+    std::cerr << what << ": no cluster found (pass --address or set RAIO_ADDRESS)\n";
+    return false;
+  }
+  raio::EventLoop loop("raio-cli");
+  auto conn = raio::rpc::ConnectTcp(loop.io(), address, raio::config::kConnectTimeout);
+  if (!conn.ok()) {
+    std::cerr << what << ": " << conn.status().message() << "\n";
+    return false;
+  }
+  (*conn)->Start(nullptr, nullptr);
+  loop.Start();
+  auto reply = raio::rpc::CallSync(**conn, method, raio::proto::Empty(),
+                                   raio::config::kControlRpcTimeout);
+  (*conn)->Close(absl::CancelledError("done"));
+  if (!reply.ok() || !reply_out->ParseFromString(*reply)) {
+    std::cerr << what << ": "
+              << (reply.ok() ? "malformed reply" : std::string(reply.status().message())) << "\n";
+    return false;
+  }
+  return true;
+}
+
+std::string ToJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.always_print_primitive_fields = true;
+  opts.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
+  return out;
+}
+
+const char* ActorStateName(raio::proto::ActorState s) {
+  switch (s) {
+    case raio::proto::ACTOR_PENDING: return "PENDING";
+    case raio::proto::ACTOR_ALIVE: return "ALIVE";
+    case raio::proto::ACTOR_RESTARTING: return "RESTARTING";
+    case raio::proto::ACTOR_DEAD: return "DEAD";
+    default: return "?";
+  }
+}
+
+void PrintActors(const raio::proto::ActorList& list) {
+  std::printf("%-32s  %-10s  %-20s  %-20s  %-16s  %8s  %s\n", "ACTOR ID", "STATE", "NAME",
+              "CLASS", "NODE", "RESTARTS", "DEATH CAUSE");
+  for (const auto& a : list.actors()) {
+    std::string name = a.name().empty() ? "-" : a.namespace_() + "/" + a.name();
+    std::printf("%-32s  %-10s  %-20s  %-20s  %-16s  %8u  %s\n",
+                raio::ActorId::FromBinary(a.actor_id()).Hex().c_str(), ActorStateName(a.state()),
+                name.c_str(), a.class_name().c_str(), a.node_id().c_str(), a.num_restarts(),
+                a.death_cause().empty() ? "-" : a.death_cause().c_str());
+  }
+}
+
 std::string Fmt(const std::string& name, double v) {
   char buf[64];
   if (name == "memory") {
@@ -263,11 +324,32 @@ int Status(const std::string& address_flag, bool json) {
       std::cout << "} (" << p.backlog() << " queued)\n";
     }
   }
+  raio::proto::ActorList actors;
+  if (CallHead(address, "raio status", raio::proto::LIST_CLUSTER_ACTORS, &actors)) {
+    std::map<std::string, int> by_state;
+    for (const auto& a : actors.actors()) ++by_state[ActorStateName(a.state())];
+    std::cout << "Actors: " << actors.actors_size();
+    for (const auto& [state, n] : by_state) std::cout << "  " << state << "=" << n;
+    std::cout << "\n";
+    if (actors.actors_size() > 0) PrintActors(actors);
+  }
   std::cout << "Jobs:\n";
   for (const auto& j : status.jobs()) {
     std::cout << "  job " << j.job_id() << "  " << j.state() << "  pid " << j.driver_pid() << "  "
               << j.executable() << "\n";
   }
+  return 0;
+}
+
+int ListActors(const std::string& address_flag, bool json) {
+  raio::proto::ActorList list;
+  if (!CallHead(address_flag, "raio list actors", raio::proto::LIST_CLUSTER_ACTORS, &list)) return 1;
+  if (json) {
+    std::cout << ToJson(list) << "\n";
+    return 0;
+  }
+  PrintActors(list);
+  std::cout << list.actors_size() << " actors\n";
   return 0;
 }
 
@@ -366,6 +448,9 @@ int main(int argc, char** argv) {
   list->require_subcommand(1);
   list_objects->add_option("--address", address, "head address host:port");
   list_objects->add_flag("--json", json, "print JSON");
+  auto* list_actors = list->add_subcommand("actors", "actors: state, name, node, restarts, death cause");
+  list_actors->add_option("--address", address, "head address host:port");
+  list_actors->add_flag("--json", json, "print JSON");
   CLI11_PARSE(app, argc, argv);
   raio::InitLogging(spdlog::level::warn);
 
@@ -396,5 +481,6 @@ int main(int argc, char** argv) {
   if (stop->parsed()) return Stop();
   if (status->parsed()) return Status(address, json);
   if (list_objects->parsed()) return ListObjects(address, json);
+  if (list_actors->parsed()) return ListActors(address, json);
   return 0;
 }

@@ -7,6 +7,11 @@
 //   - sync no-op tasks: submit one, Get it, repeat (median / p99 round trip, tasks/s);
 //   - async no-op tasks: submit 10,000, then Get all, a few rounds (best / median tasks/s);
 //   - small Put then Get of an int (calls/s, median latency);
+//   - actors (each its own worker process; killed after each benchmark): 1:1 sync no-op
+//     calls (median / p99, calls/s); 1:1 async, 10,000 calls then Get all (best / median
+//     calls/s), the same on an actor with SetMaxConcurrency(4), and 1:4 (the driver calls
+//     4 actors round-robin); n:n, 2 caller actors each making 5,000 calls to their own
+//     target from inside a method. Each target's call count is checked afterwards;
 //   - large objects (1 MiB, 100 MiB, 1 GiB std::vector<uint8_t>): Put and typed Get
 //     throughput (GB/s), GetView latency (zero copy); a task on a worker that takes a
 //     1 GiB / 100 MiB vector argument (read from shared memory, copied once into the
@@ -33,6 +38,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -63,6 +69,40 @@ std::vector<uint64_t> TouchBuffer(raio::Buffer b) {
 }
 
 RAIO_REMOTE(Noop, Echo, WorkerPid, TouchVector, TouchBuffer);
+
+// Actor benchmarks. The target's Noop only bumps a counter (atomic: it also serves under
+// SetMaxConcurrency), so that Calls() proves every call ran exactly once.
+class BenchTarget {
+ public:
+  static BenchTarget* Create() { return new BenchTarget(); }
+  void Noop() { calls_.fetch_add(1, std::memory_order_relaxed); }
+  long Calls() const { return calls_.load(); }
+  long Pid() const { return static_cast<long>(::getpid()); }
+
+ private:
+  BenchTarget() = default;
+  std::atomic<long> calls_{0};
+};
+
+// n:n: a caller actor makes `count` async calls to its own target from inside a method,
+// then Gets them all; returns the number of calls it completed.
+class BenchCaller {
+ public:
+  static BenchCaller* Create() { return new BenchCaller(); }
+  long CallMany(raio::ActorHandle<BenchTarget> target, int count) {
+    std::vector<raio::ObjectRef<void>> refs;
+    refs.reserve(count);
+    for (int i = 0; i < count; ++i) refs.push_back(target.Task(&BenchTarget::Noop).Remote());
+    for (const auto& r : refs) r.Get();
+    return static_cast<long>(refs.size());
+  }
+
+ private:
+  BenchCaller() = default;
+};
+
+RAIO_REMOTE(BenchTarget::Create, &BenchTarget::Noop, &BenchTarget::Calls, &BenchTarget::Pid,
+            BenchCaller::Create, &BenchCaller::CallMany);
 
 namespace {
 
@@ -407,6 +447,233 @@ std::vector<Row> BenchPutGet(const Options& opt, Watchdog& wd) {
   Row lat = Make("put+get small int (median)", Median(us), "us");
   lat.detail = d;
   return {rate, lat};
+}
+
+// ---------------------------------------------------------------------------------------
+// Actors (in the spirit of Ray's microbenchmark: 1:1 sync and async, concurrency, 1:n,
+// n:n). Every actor is its own worker process; each benchmark kills its actors at the end
+// (they would otherwise live until the job ends) after checking each actor's call count.
+
+using Target = raio::ActorHandle<BenchTarget>;
+
+// Creates a target actor and waits until it answers (its process is up, factory run);
+// also checks that it lives outside the driver.
+Target MakeTarget(int max_concurrency = 1) {
+  Target t = raio::Actor(BenchTarget::Create).SetMaxConcurrency(max_concurrency).Remote();
+  if (t.Task(&BenchTarget::Pid).Remote().Get() == static_cast<long>(::getpid())) {
+    throw std::runtime_error("an actor runs in the driver process");
+  }
+  return t;
+}
+
+void ExpectCalls(const Target& t, long expected, const std::string& what) {
+  long got = t.Task(&BenchTarget::Calls).Remote().Get();
+  if (got != expected) {
+    throw std::runtime_error(what + ": the actor ran " + std::to_string(got) +
+                             " calls, expected " + std::to_string(expected));
+  }
+}
+
+// Kills the actors even when a benchmark throws, so that none outlives it.
+struct KillOnExit {
+  std::vector<std::function<void()>> kills;
+  template <typename H>
+  void Add(const H& h) {
+    kills.push_back([h] { h.Kill(); });
+  }
+  ~KillOnExit() {
+    for (auto& k : kills) {
+      try {
+        k();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "raio_bench: killing an actor failed: %s\n", e.what());
+      }
+    }
+  }
+};
+
+std::vector<Row> BenchActorSync(const Options& opt, Watchdog& wd) {
+  const int warmup = opt.quick ? 200 : 1000;
+  const int max_samples = opt.quick ? 5000 : 100000;
+  const auto budget = opt.quick ? std::chrono::seconds(1) : std::chrono::seconds(4);
+
+  wd.Enter("actor sync: create", std::chrono::seconds(60));
+  KillOnExit killer;
+  Target t = MakeTarget();
+  killer.Add(t);
+
+  wd.Enter("actor sync warm-up", std::chrono::seconds(60));
+  for (int i = 0; i < warmup; ++i) t.Task(&BenchTarget::Noop).Remote().Get();
+
+  wd.Enter("actor sync round trips", std::chrono::seconds(60));
+  std::vector<double> us;
+  us.reserve(max_samples);
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point stop = start + budget;
+  Clock::time_point last = start;
+  while (static_cast<int>(us.size()) < max_samples && last < stop) {
+    Clock::time_point t0 = Clock::now();
+    t.Task(&BenchTarget::Noop).Remote().Get();
+    last = Clock::now();
+    us.push_back(MicrosSince(t0, last));
+  }
+  const double total_s = MicrosSince(start, last) / 1e6;
+  wd.Enter("actor sync: check", std::chrono::seconds(60));
+  ExpectCalls(t, warmup + static_cast<long>(us.size()), "actor sync");
+  nlohmann::json d = {{"samples", us.size()},
+                      {"warmup", warmup},
+                      {"min_us", Percentile(us, 0)},
+                      {"p90_us", Percentile(us, 90)},
+                      {"max_us", Percentile(us, 100)},
+                      {"total_s", total_s}};
+  Row med = AtMost(Make("actor 1:1 sync call (median)", Median(us), "us"), 50);
+  med.detail = d;
+  Row p99 = Make("actor 1:1 sync call (p99)", Percentile(us, 99), "us");
+  p99.detail = d;
+  Row tput = Make("actor 1:1 sync calls", us.size() / total_s, "calls/s");
+  tput.detail = d;
+  return {med, p99, tput};
+}
+
+// Rounds of one async batch: `round(i)` submits and Gets `calls` calls, returning the
+// submit-done time; rates are calls/s over submit + Get. Stops early past `budget`.
+struct Rounds {
+  std::vector<double> rates;
+  std::vector<double> submit_rates;
+};
+template <typename F>
+Rounds RunRounds(const std::string& phase, int calls, int rounds, std::chrono::seconds budget,
+                 Watchdog& wd, F round) {
+  Rounds r;
+  const Clock::time_point begin = Clock::now();
+  for (int i = 0; i < rounds; ++i) {
+    if (i > 0 && Clock::now() - begin > budget) break;
+    wd.Enter(phase + " round " + std::to_string(i + 1), std::chrono::seconds(90));
+    Clock::time_point t0 = Clock::now();
+    Clock::time_point t_submitted = round();
+    Clock::time_point t1 = Clock::now();
+    r.rates.push_back(calls / (MicrosSince(t0, t1) / 1e6));
+    r.submit_rates.push_back(calls / (MicrosSince(t0, t_submitted) / 1e6));
+  }
+  return r;
+}
+
+std::vector<Row> RoundRows(const std::string& name, const Rounds& r, int calls,
+                           std::optional<double> target, nlohmann::json extra = {}) {
+  nlohmann::json d = {{"calls_per_round", calls},
+                      {"rounds", r.rates.size()},
+                      {"calls_per_s_each_round", r.rates},
+                      {"submit_only_calls_per_s_each_round", r.submit_rates}};
+  if (extra.is_object()) d.update(extra);
+  Row best = Make(name + " (best)", *std::max_element(r.rates.begin(), r.rates.end()), "calls/s");
+  Row med = Make(name + " (median)", Median(r.rates), "calls/s");
+  if (target) {
+    best = AtLeast(best, *target);
+    med = AtLeast(med, *target);
+  }
+  best.detail = d;
+  med.detail = d;
+  return {best, med};
+}
+
+// The driver submits `calls` no-op calls round-robin over `targets`, then Gets them all.
+Clock::time_point DriverBatch(const std::vector<Target>& targets, int calls) {
+  std::vector<raio::ObjectRef<void>> refs;
+  refs.reserve(calls);
+  const std::size_t n = targets.size();
+  for (int i = 0; i < calls; ++i) refs.push_back(targets[i % n].Task(&BenchTarget::Noop).Remote());
+  Clock::time_point t_submitted = Clock::now();
+  for (const auto& r : refs) r.Get();
+  return t_submitted;
+}
+
+// 1:1 (max concurrency 1 and 4) and 1:n async from the driver.
+std::vector<Row> BenchActorAsync(const Options& opt, Watchdog& wd) {
+  constexpr int kBatch = 10000;
+  const int rounds = opt.quick ? 3 : 5;
+  const auto budget = opt.quick ? std::chrono::seconds(5) : std::chrono::seconds(10);
+  std::vector<Row> rows;
+
+  struct Case {
+    std::string name;
+    int actors;
+    int max_concurrency;
+    std::optional<double> target;
+  };
+  const std::vector<Case> cases = {
+      {"actor 1:1 async, 10k calls", 1, 1, 100000},
+      {"actor 1:1 async, max concurrency 4, 10k calls", 1, 4, std::nullopt},
+      {"actor 1:4 async round-robin, 10k calls", 4, 1, std::nullopt},
+  };
+  for (const Case& c : cases) {
+    wd.Enter(c.name + ": create", std::chrono::seconds(60));
+    KillOnExit killer;
+    std::vector<Target> targets;
+    for (int i = 0; i < c.actors; ++i) {
+      targets.push_back(MakeTarget(c.max_concurrency));
+      killer.Add(targets.back());
+    }
+    wd.Enter(c.name + ": warm-up", std::chrono::seconds(60));
+    DriverBatch(targets, 1000);
+    Rounds r = RunRounds(c.name, kBatch, rounds, budget, wd,
+                         [&] { return DriverBatch(targets, kBatch); });
+    wd.Enter(c.name + ": check", std::chrono::seconds(60));
+    const long per_actor = (1000 + static_cast<long>(kBatch) * r.rates.size()) / c.actors;
+    for (const Target& t : targets) ExpectCalls(t, per_actor, c.name);
+    for (Row& row : RoundRows(c.name, r, kBatch, c.target,
+                              {{"actors", c.actors}, {"max_concurrency", c.max_concurrency}})) {
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
+
+// n:n: n caller actors each make `per_caller` calls to their own target from inside an
+// actor method; the driver starts them together and waits for all.
+std::vector<Row> BenchActorNN(const Options& opt, Watchdog& wd) {
+  constexpr int kPairs = 2;
+  constexpr int kPerCaller = 5000;
+  const int rounds = opt.quick ? 3 : 5;
+  const auto budget = opt.quick ? std::chrono::seconds(5) : std::chrono::seconds(10);
+  const std::string name = "actor n:n async (2 callers x 5k calls)";
+
+  wd.Enter("actor n:n: create", std::chrono::seconds(60));
+  KillOnExit killer;
+  std::vector<raio::ActorHandle<BenchCaller>> callers;
+  std::vector<Target> targets;
+  for (int i = 0; i < kPairs; ++i) {
+    targets.push_back(MakeTarget());
+    killer.Add(targets.back());
+    callers.push_back(raio::Actor(BenchCaller::Create).Remote());
+    killer.Add(callers.back());
+  }
+  auto batch = [&](int per_caller) {
+    std::vector<raio::ObjectRef<long>> refs;
+    for (int i = 0; i < kPairs; ++i) {
+      refs.push_back(callers[i].Task(&BenchCaller::CallMany).Remote(targets[i], per_caller));
+    }
+    Clock::time_point t_submitted = Clock::now();
+    for (const auto& r : refs) {
+      long done = r.Get();
+      if (done != per_caller) {
+        throw std::runtime_error("a caller actor completed " + std::to_string(done) +
+                                 " calls, expected " + std::to_string(per_caller));
+      }
+    }
+    return t_submitted;
+  };
+  wd.Enter("actor n:n: warm-up", std::chrono::seconds(60));
+  batch(500);
+  Rounds r = RunRounds("actor n:n", kPairs * kPerCaller, rounds, budget, wd,
+                       [&] { return batch(kPerCaller); });
+  wd.Enter("actor n:n: check", std::chrono::seconds(60));
+  for (const Target& t : targets) {
+    ExpectCalls(t, 500 + static_cast<long>(kPerCaller) * r.rates.size(), name);
+  }
+  Rounds shown = r;
+  shown.submit_rates.clear();  // the driver submits only 2 calls: not meaningful
+  return RoundRows(name, shown, kPairs * kPerCaller, std::nullopt,
+                   {{"callers", kPairs}, {"calls_per_caller", kPerCaller}});
 }
 
 // ---------------------------------------------------------------------------------------
@@ -828,6 +1095,9 @@ int main(int argc, char** argv) {
     run("sync no-op tasks", BenchSync);
     run("async no-op tasks", BenchAsync);
     run("put/get small int", BenchPutGet);
+    run("actor 1:1 sync calls", BenchActorSync);
+    run("actor async calls: 1:1, 1:1 max concurrency 4, 1:4", BenchActorAsync);
+    run("actor n:n async calls (2 callers, 2 targets)", BenchActorNN);
     run("object store: Put/Get/GetView 1 MiB, 100 MiB, 1 GiB", BenchObjectStore);
     run("object store: task arguments 100 MiB, 1 GiB", BenchObjectArgs);
     run("start to first result (child processes)", BenchStartup);

@@ -196,6 +196,56 @@ TEST_F(StandaloneTest, ObjectsAreListedAndFreedWhenTheirOwnerDies) {
   EXPECT_TRUE(WaitFor([&] { return list_json()["objects"].empty(); }, 10s)) << list_json().dump();
 }
 
+TEST_F(StandaloneTest, DetachedActorsOutliveTheirJobAndShowInListings) {
+  auto r = RunCommand(Driver("detached_create"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto actors = [&] {
+    auto l = RunCommand(std::string(RAIO_CLI_PATH) + " list actors --json --address " + address_);
+    return l.exit_code == 0 ? json::parse(l.output, nullptr, false) : json();
+  };
+  // The job ended: its plain actor died with it, the detached one lives on.
+  bool settled = WaitFor(
+      [&] {
+        json a = actors();
+        if (!a.is_object() || a["actors"].size() != 2) return false;
+        for (const auto& x : a["actors"]) {
+          if (x["name"] == "temp" && x["state"] != "ACTOR_DEAD") return false;
+          if (x["name"] == "keeper" && x["state"] != "ACTOR_ALIVE") return false;
+        }
+        return true;
+      },
+      10s);
+  EXPECT_TRUE(settled) << actors().dump();
+  json listed = actors();  // keep the temporary alive while iterating into it
+  for (const auto& x : listed["actors"]) {
+    if (x["name"] == "temp") EXPECT_EQ(x["death_cause"], "its job ended");
+    EXPECT_EQ(x["namespace"], "shared");
+  }
+  auto status = RunCommand(std::string(RAIO_CLI_PATH) + " status");
+  EXPECT_NE(status.output.find("Actors: 2"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("shared/keeper"), std::string::npos) << status.output;
+  // Another job finds it by name and uses its state, then kills it.
+  r = RunCommand(Driver("detached_use"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("keeper total 7"), std::string::npos) << r.output;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        json a = actors();
+        for (const auto& x : a["actors"]) {
+          if (x["name"] == "keeper") {
+            return x["state"] == "ACTOR_DEAD" &&
+                   x["death_cause"].get<std::string>().find("killed") != std::string::npos;
+          }
+        }
+        return false;
+      },
+      10s))
+      << actors().dump();
+  // Its worker is gone too.
+  EXPECT_TRUE(WaitFor([&] { return Status()["nodes"][0]["workers"].empty(); }, 10s))
+      << Status().dump();
+}
+
 TEST_F(StandaloneTest, StopEndsDaemonAndWorkers) {
   auto r = RunCommand(Driver("basic"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -256,6 +306,31 @@ int ScenarioHoldObject() {
   return 0;
 }
 
+int ScenarioDetachedCreate() {
+  raio::InitOptions options;
+  options.ns = "shared";
+  raio::Init(options);
+  auto keeper = raio::Actor(Accumulator::Create).SetName("keeper").SetDetached().Remote(5);
+  auto temp = raio::Actor(Accumulator::Create).SetName("temp").Remote(0);
+  if (keeper.Task(&Accumulator::Add).Remote(1).Get() != 6) return 1;
+  if (temp.Task(&Accumulator::Add).Remote(1).Get() != 1) return 2;
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioDetachedUse() {
+  raio::InitOptions options;
+  options.ns = "shared";
+  raio::Init(options);
+  auto keeper = raio::GetActor<Accumulator>("keeper");
+  if (!keeper) return 1;
+  if (raio::GetActor<Accumulator>("temp")) return 2;
+  std::cout << "keeper total " << keeper->Task(&Accumulator::Add).Remote(1).Get() << std::endl;
+  keeper->Kill();
+  raio::Shutdown();
+  return 0;
+}
+
 int ScenarioHoldSlot() {
   raio::Init();
   auto a = raio::Task(SleepMs).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(60000);
@@ -278,6 +353,8 @@ int main(int argc, char** argv) {
       if (s == "basic") return ScenarioBasic();
       if (s == "hold_slot") return ScenarioHoldSlot();
       if (s == "hold_object") return ScenarioHoldObject();
+      if (s == "detached_create") return ScenarioDetachedCreate();
+      if (s == "detached_use") return ScenarioDetachedUse();
       std::cerr << "unknown scenario " << s << "\n";
       return 64;
     } catch (const std::exception& e) {

@@ -162,3 +162,11 @@ int HoldRef(BytesRef ref, std::string pid_file, int ms) {
 }
 }  // namespace raio_test
 RAIO_REMOTE(raio_test::HoldRef);
+
+namespace raio_test {
+Accumulator* Accumulator::Create(int start) { return new Accumulator(start); }
+int Accumulator::Add(int x) { return total_ += x; }
+int Accumulator::Total() const { return total_; }
+}  // namespace raio_test
+RAIO_REMOTE(raio_test::Accumulator::Create, &raio_test::Accumulator::Add,
+            &raio_test::Accumulator::Total);

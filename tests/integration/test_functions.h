@@ -70,3 +70,17 @@ namespace raio_test {
 // Borrows `ref` (an ObjectRef parameter), writes its pid to `pid_file`, then sleeps `ms`.
 int HoldRef(BytesRef ref, std::string pid_file, int ms);
 }  // namespace raio_test
+
+namespace raio_test {
+// A small actor class for tests across processes.
+class Accumulator {
+ public:
+  static Accumulator* Create(int start);
+  int Add(int x);
+  int Total() const;
+
+ private:
+  explicit Accumulator(int start) : total_(start) {}
+  int total_;
+};
+}  // namespace raio_test

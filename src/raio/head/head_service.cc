@@ -6,6 +6,7 @@
 #include "raio/common/config.h"
 #include "raio/common/resources.h"
 #include "raio/common/logging.h"
+#include "raio/actor.pb.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
 
@@ -154,6 +155,24 @@ void HeadService::OnRequest(const std::shared_ptr<rpc::Connection>& conn,
               proto::ObjectList list;
               if (r.ok() && list.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
                 for (auto& o : *list.mutable_objects()) *merged->add_objects() = std::move(o);
+              }
+              if (--*remaining == 0) conn->Reply(h, *merged);
+            },
+            kNodeStatsTimeout);
+      }
+      return;
+    }
+    case proto::LIST_CLUSTER_ACTORS: {
+      auto merged = std::make_shared<proto::ActorList>();
+      auto remaining = std::make_shared<int>(static_cast<int>(nodes_.size()));
+      if (*remaining == 0) return conn->Reply(h, *merged);
+      for (const auto& [id, node] : nodes_) {
+        node.conn->Call(
+            proto::LIST_ACTORS, proto::Empty(),
+            [conn, h, merged, remaining](const absl::StatusOr<std::string_view>& r) {
+              proto::ActorList list;
+              if (r.ok() && list.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
+                for (auto& a : *list.mutable_actors()) *merged->add_actors() = std::move(a);
               }
               if (--*remaining == 0) conn->Reply(h, *merged);
             },
