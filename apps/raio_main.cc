@@ -255,30 +255,10 @@ int Status(const std::string& address_flag, bool json) {
                  "--address / RAIO_ADDRESS)\n";
     return 1;
   }
-  raio::EventLoop loop("raio-cli");
-  auto conn = raio::rpc::ConnectTcp(loop.io(), address, raio::config::kConnectTimeout);
-  if (!conn.ok()) {
-    std::cerr << "raio status: " << conn.status().message() << "\n";
-    return 1;
-  }
-  (*conn)->Start(nullptr, nullptr);
-  loop.Start();
-  auto reply = raio::rpc::CallSync(**conn, raio::proto::GET_CLUSTER_STATUS, raio::proto::Empty(),
-                                   raio::config::kControlRpcTimeout);
-  (*conn)->Close(absl::CancelledError("done"));
   raio::proto::ClusterStatus status;
-  if (!reply.ok() || !status.ParseFromString(*reply)) {
-    std::cerr << "raio status: "
-              << (reply.ok() ? "malformed reply" : std::string(reply.status().message())) << "\n";
-    return 1;
-  }
+  if (!CallHead(address, "raio status", raio::proto::GET_CLUSTER_STATUS, &status)) return 1;
   if (json) {
-    std::string out;
-    google::protobuf::util::JsonPrintOptions opts;
-    opts.always_print_primitive_fields = true;
-    opts.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(status, &out, opts);
-    std::cout << out << "\n";
+    std::cout << ToJson(status) << "\n";
     return 0;
   }
   std::map<std::string, double> total, available;
@@ -354,35 +334,12 @@ int ListActors(const std::string& address_flag, bool json) {
 }
 
 int ListObjects(const std::string& address_flag, bool json) {
-  std::string address = ResolveAddress(address_flag);
-  if (address.empty()) {
-    std::cerr << "raio list: no cluster found (pass --address or set RAIO_ADDRESS)\n";
-    return 1;
-  }
-  raio::EventLoop loop("raio-cli");
-  auto conn = raio::rpc::ConnectTcp(loop.io(), address, raio::config::kConnectTimeout);
-  if (!conn.ok()) {
-    std::cerr << "raio list: " << conn.status().message() << "\n";
-    return 1;
-  }
-  (*conn)->Start(nullptr, nullptr);
-  loop.Start();
-  auto reply = raio::rpc::CallSync(**conn, raio::proto::LIST_CLUSTER_OBJECTS,
-                                   raio::proto::Empty(), raio::config::kControlRpcTimeout);
-  (*conn)->Close(absl::CancelledError("done"));
   raio::proto::ObjectList list;
-  if (!reply.ok() || !list.ParseFromString(*reply)) {
-    std::cerr << "raio list: "
-              << (reply.ok() ? "malformed reply" : std::string(reply.status().message())) << "\n";
+  if (!CallHead(address_flag, "raio list objects", raio::proto::LIST_CLUSTER_OBJECTS, &list)) {
     return 1;
   }
   if (json) {
-    std::string out;
-    google::protobuf::util::JsonPrintOptions opts;
-    opts.always_print_primitive_fields = true;
-    opts.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(list, &out, opts);
-    std::cout << out << "\n";
+    std::cout << ToJson(list) << "\n";
     return 0;
   }
   uint64_t total = 0;
