@@ -26,11 +26,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "raio/actor.pb.h"
 #include "raio/api/local_cluster.h"
 #include "raio/common/config.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/logging.h"
-#include "raio/actor.pb.h"
 #include "raio/head.pb.h"
 #include "raio/internal/object_id.h"
 #include "raio/node.pb.h"
@@ -72,7 +72,9 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
     message = absl::StrCat("error: ", cluster.status().message());
   } else {
     std::string address = (*cluster)->head_address();
-    nlohmann::json j{{"address", address}, {"pid", ::getpid()}, {"log", log},
+    nlohmann::json j{{"address", address},
+                     {"pid", ::getpid()},
+                     {"log", log},
                      {"session_dir", (*cluster)->session_dir()}};
     ::mkdir(StateDir().c_str(), 0700);
     std::ofstream(ClusterFile()) << j.dump() << "\n";
@@ -196,8 +198,8 @@ bool CallHead(const std::string& address_flag, const char* what, uint32_t method
   }
   (*conn)->Start(nullptr, nullptr);
   loop.Start();
-  auto reply = raio::rpc::CallSync(**conn, method, raio::proto::Empty(),
-                                   raio::config::kControlRpcTimeout);
+  auto reply =
+      raio::rpc::CallSync(**conn, method, raio::proto::Empty(), raio::config::kControlRpcTimeout);
   (*conn)->Close(absl::CancelledError("done"));
   if (!reply.ok() || !reply_out->ParseFromString(*reply)) {
     std::cerr << what << ": "
@@ -218,17 +220,22 @@ std::string ToJson(const google::protobuf::Message& m) {
 
 const char* ActorStateName(raio::proto::ActorState s) {
   switch (s) {
-    case raio::proto::ACTOR_PENDING: return "PENDING";
-    case raio::proto::ACTOR_ALIVE: return "ALIVE";
-    case raio::proto::ACTOR_RESTARTING: return "RESTARTING";
-    case raio::proto::ACTOR_DEAD: return "DEAD";
-    default: return "?";
+    case raio::proto::ACTOR_PENDING:
+      return "PENDING";
+    case raio::proto::ACTOR_ALIVE:
+      return "ALIVE";
+    case raio::proto::ACTOR_RESTARTING:
+      return "RESTARTING";
+    case raio::proto::ACTOR_DEAD:
+      return "DEAD";
+    default:
+      return "?";
   }
 }
 
 void PrintActors(const raio::proto::ActorList& list) {
-  std::printf("%-32s  %-10s  %-20s  %-20s  %-16s  %8s  %s\n", "ACTOR ID", "STATE", "NAME",
-              "CLASS", "NODE", "RESTARTS", "DEATH CAUSE");
+  std::printf("%-32s  %-10s  %-20s  %-20s  %-16s  %8s  %s\n", "ACTOR ID", "STATE", "NAME", "CLASS",
+              "NODE", "RESTARTS", "DEATH CAUSE");
   for (const auto& a : list.actors()) {
     std::string name = a.name().empty() ? "-" : a.namespace_() + "/" + a.name();
     std::printf("%-32s  %-10s  %-20s  %-20s  %-16s  %8u  %s\n",
@@ -268,8 +275,8 @@ int Status(const std::string& address_flag, bool json) {
   for (const auto& n : status.nodes()) {
     std::map<std::string, int> states;
     for (const auto& w : n.workers()) ++states[w.state()];
-    std::cout << "  node " << n.node_id() << "  " << n.address() << "\n    workers: "
-              << n.workers_size();
+    std::cout << "  node " << n.node_id() << "  " << n.address()
+              << "\n    workers: " << n.workers_size();
     for (const auto& [s, c] : states) std::cout << "  " << s << "=" << c;
     std::cout << "\n";
     for (const auto& [k, v] : n.total().amounts()) total[k] += v;
@@ -323,7 +330,8 @@ int Status(const std::string& address_flag, bool json) {
 
 int ListActors(const std::string& address_flag, bool json) {
   raio::proto::ActorList list;
-  if (!CallHead(address_flag, "raio list actors", raio::proto::LIST_CLUSTER_ACTORS, &list)) return 1;
+  if (!CallHead(address_flag, "raio list actors", raio::proto::LIST_CLUSTER_ACTORS, &list))
+    return 1;
   if (json) {
     std::cout << ToJson(list) << "\n";
     return 0;
@@ -389,15 +397,17 @@ int main(int argc, char** argv) {
   start->add_option("--memory", memory, "the memory resource in bytes (default: 70% of RAM)")
       ->check(finite_non_negative);
   double store_bytes = -1;
-  start->add_option("--object-store-memory", store_bytes,
-                    "size of the shared-memory object store in bytes (default: 30% of RAM)")
+  start
+      ->add_option("--object-store-memory", store_bytes,
+                   "size of the shared-memory object store in bytes (default: 30% of RAM)")
       ->check(finite_non_negative);
   start->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"TPU\": 4}'");
   start->add_flag("--block", block, "run in the foreground");
   auto* stop = app.add_subcommand("stop", "stop the cluster started by `raio start`");
   std::string address;
   bool json = false;
-  auto* status = app.add_subcommand("status", "show nodes, resources, workers, pending tasks, jobs");
+  auto* status =
+      app.add_subcommand("status", "show nodes, resources, workers, pending tasks, jobs");
   status->add_option("--address", address, "head address host:port");
   status->add_flag("--json", json, "print the raw status as JSON");
   auto* list = app.add_subcommand("list", "list cluster state");
@@ -405,7 +415,8 @@ int main(int argc, char** argv) {
   list->require_subcommand(1);
   list_objects->add_option("--address", address, "head address host:port");
   list_objects->add_flag("--json", json, "print JSON");
-  auto* list_actors = list->add_subcommand("actors", "actors: state, name, node, restarts, death cause");
+  auto* list_actors =
+      list->add_subcommand("actors", "actors: state, name, node, restarts, death cause");
   list_actors->add_option("--address", address, "head address host:port");
   list_actors->add_flag("--json", json, "print JSON");
   CLI11_PARSE(app, argc, argv);

@@ -38,8 +38,8 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <mutex>
@@ -344,12 +344,9 @@ std::vector<Row> BenchSync(const Options& opt, Watchdog& wd) {
   }
   const double total_s = MicrosSince(start, last) / 1e6;
   const double rate = us.size() / total_s;
-  nlohmann::json d = {{"samples", us.size()},
-                      {"warmup", warmup},
-                      {"min_us", Percentile(us, 0)},
-                      {"p90_us", Percentile(us, 90)},
-                      {"max_us", Percentile(us, 100)},
-                      {"total_s", total_s}};
+  nlohmann::json d = {{"samples", us.size()},          {"warmup", warmup},
+                      {"min_us", Percentile(us, 0)},   {"p90_us", Percentile(us, 90)},
+                      {"max_us", Percentile(us, 100)}, {"total_s", total_s}};
   Row med = AtMost(Make("sync no-op round trip (median)", Median(us), "us"), 50);
   med.detail = d;
   Row p99 = Make("sync no-op round trip (p99)", Percentile(us, 99), "us");
@@ -398,10 +395,9 @@ std::vector<Row> BenchAsync(const Options& opt, Watchdog& wd) {
                       {"rounds", rates.size()},
                       {"tasks_per_s_each_round", rates},
                       {"submit_only_tasks_per_s_each_round", submit_rates}};
-  Row best = AtLeast(
-      Make("async no-op, 10k batch (best)", *std::max_element(rates.begin(), rates.end()),
-           "tasks/s"),
-      100000);
+  Row best = AtLeast(Make("async no-op, 10k batch (best)",
+                          *std::max_element(rates.begin(), rates.end()), "tasks/s"),
+                     100000);
   best.detail = d;
   Row med = AtLeast(Make("async no-op, 10k batch (median)", Median(rates), "tasks/s"), 100000);
   med.detail = d;
@@ -469,8 +465,8 @@ Target MakeTarget(int max_concurrency = 1) {
 void ExpectCalls(const Target& t, long expected, const std::string& what) {
   long got = t.Task(&BenchTarget::Calls).Remote().Get();
   if (got != expected) {
-    throw std::runtime_error(what + ": the actor ran " + std::to_string(got) +
-                             " calls, expected " + std::to_string(expected));
+    throw std::runtime_error(what + ": the actor ran " + std::to_string(got) + " calls, expected " +
+                             std::to_string(expected));
   }
 }
 
@@ -520,12 +516,9 @@ std::vector<Row> BenchActorSync(const Options& opt, Watchdog& wd) {
   const double total_s = MicrosSince(start, last) / 1e6;
   wd.Enter("actor sync: check", std::chrono::seconds(60));
   ExpectCalls(t, warmup + static_cast<long>(us.size()), "actor sync");
-  nlohmann::json d = {{"samples", us.size()},
-                      {"warmup", warmup},
-                      {"min_us", Percentile(us, 0)},
-                      {"p90_us", Percentile(us, 90)},
-                      {"max_us", Percentile(us, 100)},
-                      {"total_s", total_s}};
+  nlohmann::json d = {{"samples", us.size()},          {"warmup", warmup},
+                      {"min_us", Percentile(us, 0)},   {"p90_us", Percentile(us, 90)},
+                      {"max_us", Percentile(us, 100)}, {"total_s", total_s}};
   Row med = AtMost(Make("actor 1:1 sync call (median)", Median(us), "us"), 50);
   med.detail = d;
   Row p99 = Make("actor 1:1 sync call (p99)", Percentile(us, 99), "us");
@@ -562,8 +555,8 @@ std::vector<Row> RoundRows(const std::string& name, const Rounds& r, int calls,
                            std::optional<double> target, nlohmann::json extra = {}) {
   nlohmann::json d = {{"calls_per_round", calls},
                       {"rounds", r.rates.size()},
-                      {"calls_per_s_each_round", r.rates},
-                      {"submit_only_calls_per_s_each_round", r.submit_rates}};
+                      {"calls_per_s_each_round", r.rates}};
+  if (!r.submit_rates.empty()) d["submit_only_calls_per_s_each_round"] = r.submit_rates;
   if (extra.is_object()) d.update(extra);
   Row best = Make(name + " (best)", *std::max_element(r.rates.begin(), r.rates.end()), "calls/s");
   Row med = Make(name + " (median)", Median(r.rates), "calls/s");
@@ -590,7 +583,7 @@ Clock::time_point DriverBatch(const std::vector<Target>& targets, int calls) {
 // 1:1 (max concurrency 1 and 4) and 1:n async from the driver.
 std::vector<Row> BenchActorAsync(const Options& opt, Watchdog& wd) {
   constexpr int kBatch = 10000;
-  const int rounds = opt.quick ? 3 : 5;
+  const int rounds = opt.quick ? 3 : 10;
   const auto budget = opt.quick ? std::chrono::seconds(5) : std::chrono::seconds(10);
   std::vector<Row> rows;
 
@@ -615,8 +608,8 @@ std::vector<Row> BenchActorAsync(const Options& opt, Watchdog& wd) {
     }
     wd.Enter(c.name + ": warm-up", std::chrono::seconds(60));
     DriverBatch(targets, 1000);
-    Rounds r = RunRounds(c.name, kBatch, rounds, budget, wd,
-                         [&] { return DriverBatch(targets, kBatch); });
+    Rounds r =
+        RunRounds(c.name, kBatch, rounds, budget, wd, [&] { return DriverBatch(targets, kBatch); });
     wd.Enter(c.name + ": check", std::chrono::seconds(60));
     const long per_actor = (1000 + static_cast<long>(kBatch) * r.rates.size()) / c.actors;
     for (const Target& t : targets) ExpectCalls(t, per_actor, c.name);
@@ -633,7 +626,7 @@ std::vector<Row> BenchActorAsync(const Options& opt, Watchdog& wd) {
 std::vector<Row> BenchActorNN(const Options& opt, Watchdog& wd) {
   constexpr int kPairs = 2;
   constexpr int kPerCaller = 5000;
-  const int rounds = opt.quick ? 3 : 5;
+  const int rounds = opt.quick ? 3 : 10;
   const auto budget = opt.quick ? std::chrono::seconds(5) : std::chrono::seconds(10);
   const std::string name = "actor n:n async (2 callers x 5k calls)";
 
@@ -670,9 +663,8 @@ std::vector<Row> BenchActorNN(const Options& opt, Watchdog& wd) {
   for (const Target& t : targets) {
     ExpectCalls(t, 500 + static_cast<long>(kPerCaller) * r.rates.size(), name);
   }
-  Rounds shown = r;
-  shown.submit_rates.clear();  // the driver submits only 2 calls: not meaningful
-  return RoundRows(name, shown, kPairs * kPerCaller, std::nullopt,
+  r.submit_rates.clear();  // the driver submits only 2 calls: not meaningful
+  return RoundRows(name, r, kPairs * kPerCaller, std::nullopt,
                    {{"callers", kPairs}, {"calls_per_caller", kPerCaller}});
 }
 
@@ -909,8 +901,8 @@ std::vector<Row> BenchStartup(const Options& opt, Watchdog& wd) {
     if (status != 0 || pos == std::string::npos ||
         std::sscanf(out.c_str() + pos + std::strlen(kStartupLinePrefix),
                     " start_to_first_result_ms=%lf shutdown_ms=%lf", &s, &d) != 2) {
-      std::fprintf(stderr, "raio_bench: startup child %d failed (status %d), output:\n%s\n",
-                   i + 1, status, out.c_str());
+      std::fprintf(stderr, "raio_bench: startup child %d failed (status %d), output:\n%s\n", i + 1,
+                   status, out.c_str());
       ++failures;
       continue;
     }
@@ -923,8 +915,7 @@ std::vector<Row> BenchStartup(const Options& opt, Watchdog& wd) {
                         {"start_to_first_result_ms_each", start_ms},
                         {"shutdown_ms_each", down_ms},
                         {"child_process_wall_ms_each", process_ms}};
-  Row start =
-      AtMost(Make("start to first result (median)", Median(start_ms), "ms"), 300);
+  Row start = AtMost(Make("start to first result (median)", Median(start_ms), "ms"), 300);
   start.detail = det;
   Row down = Make("shutdown (median)", Median(down_ms), "ms");
   down.detail = det;
@@ -997,8 +988,8 @@ std::string UtcTimestamp(const char* fmt) {
   return buf;
 }
 
-void WriteJson(const std::vector<Row>& rows, const Options& opt, double total_s,
-               double load_before, double load_after) {
+void WriteJson(const std::vector<Row>& rows, const Options& opt, double total_s, double load_before,
+               double load_after) {
   nlohmann::json j;
   j["timestamp_utc"] = UtcTimestamp("%Y-%m-%dT%H:%M:%SZ");
   j["machine"] = MachineDescription();
@@ -1017,14 +1008,13 @@ void WriteJson(const std::vector<Row>& rows, const Options& opt, double total_s,
   j["total_run_s"] = total_s;
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& r : rows) {
-    nlohmann::json e = {{"benchmark", r.benchmark},
-                        {"result", std::isfinite(r.value) ? nlohmann::json(r.value)
-                                                          : nlohmann::json(nullptr)},
-                        {"unit", r.unit},
-                        {"target", r.target_text.empty() ? nlohmann::json(nullptr)
-                                                         : nlohmann::json(r.target_text)},
-                        {"pass", r.pass ? nlohmann::json(*r.pass) : nlohmann::json(nullptr)},
-                        {"detail", r.detail}};
+    nlohmann::json e = {
+        {"benchmark", r.benchmark},
+        {"result", std::isfinite(r.value) ? nlohmann::json(r.value) : nlohmann::json(nullptr)},
+        {"unit", r.unit},
+        {"target", r.target_text.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.target_text)},
+        {"pass", r.pass ? nlohmann::json(*r.pass) : nlohmann::json(nullptr)},
+        {"detail", r.detail}};
     arr.push_back(e);
   }
   j["results"] = arr;

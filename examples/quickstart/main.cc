@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
   for (int v : raio::Get(squares)) std::cout << " " << v;
   std::cout << "\n";
 
-  std::cout << "sum of squares 1..100 (nested tasks): " << raio::Task(SumOfSquares).Remote(100).Get()
-            << "\n";
+  std::cout << "sum of squares 1..100 (nested tasks): "
+            << raio::Task(SumOfSquares).Remote(100).Get() << "\n";
 
   auto data = raio::Put(std::vector<int>{1, 2, 3, 4});
   std::cout << "sum of a Put vector: " << raio::Task(Sum).Remote(data).Get() << "\n";
@@ -50,8 +50,9 @@ int main(int argc, char** argv) {
   } catch (const raio::TaskError& e) {
     std::cout << "remote error: " << e.exception_type() << ": " << e.message() << "\n";
   }
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::steady_clock::now() - t0).count();
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   std::cout << "done in " << ms << " ms\n";
   raio::Shutdown();
   return 0;

@@ -17,9 +17,9 @@ int main(int argc, char** argv) {
   // there, so it comes first.
   raio::Init(argc, argv);
 
-  int product = raio::Task(Multiply).Remote(6, 5).Get();                   // 30
-  auto extra = raio::Put(std::vector<int>{2, 4, 6});                        // sums to 12
-  int result = product + raio::Task(Sum).Remote(extra).Get();              // 42
+  int product = raio::Task(Multiply).Remote(6, 5).Get();       // 30
+  auto extra = raio::Put(std::vector<int>{2, 4, 6});           // sums to 12
+  int result = product + raio::Task(Sum).Remote(extra).Get();  // 42
   std::cout << "standalone_project: result=" << result << std::endl;
 
   raio::Shutdown();

@@ -192,8 +192,7 @@ class ActorCreator {
     std::vector<internal::TaskArg> task_args;
     task_args.reserve(sizeof...(A));
     (task_args.push_back(internal::MakeArg<P>(std::forward<A>(args))), ...);
-    return ActorHandle<T>(
-        internal::CreateActor(name, class_name_, std::move(task_args), options_));
+    return ActorHandle<T>(internal::CreateActor(name, class_name_, std::move(task_args), options_));
   }
 
  private:

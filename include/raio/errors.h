@@ -19,8 +19,8 @@ class TaskError : public RaioException {
  public:
   TaskError(std::string exception_type, std::string message, std::string function_name,
             std::string node_id)
-      : RaioException(function_name + " raised " + exception_type + " on node " + node_id +
-                      ": " + message),
+      : RaioException(function_name + " raised " + exception_type + " on node " + node_id + ": " +
+                      message),
         exception_type_(std::move(exception_type)),
         message_(std::move(message)),
         function_name_(std::move(function_name)),

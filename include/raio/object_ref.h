@@ -48,8 +48,8 @@ class ObjectRef {
   bool IsNil() const { return id_.IsNil(); }
 
   // Blocks until the object is ready and returns its value (a copy deserialized from the
-  // stored bytes; for T = raio::Buffer a zero-copy view). Throws the object's error: TaskError (the function threw),
-  // WorkerCrashedError, UnschedulableError, RemoteFunctionNotFoundError,
+  // stored bytes; for T = raio::Buffer a zero-copy view). Throws the object's error: TaskError (the
+  // function threw), WorkerCrashedError, UnschedulableError, RemoteFunctionNotFoundError,
   // SerializationError (T does not match the stored value), ObjectLostError.
   T Get() const { return Decode(internal::GetObject(id_, std::nullopt)); }
 
@@ -57,8 +57,8 @@ class ObjectRef {
   // the task keeps running.
   template <typename Rep, typename Period>
   T Get(std::chrono::duration<Rep, Period> timeout) const {
-    return Decode(internal::GetObject(
-        id_, std::chrono::duration_cast<std::chrono::microseconds>(timeout)));
+    return Decode(
+        internal::GetObject(id_, std::chrono::duration_cast<std::chrono::microseconds>(timeout)));
   }
 
   // For ObjectRef<std::vector<E>> with arithmetic E: a read-only view of the elements.
@@ -66,8 +66,9 @@ class ObjectRef {
   // stays pinned while the view lives; a small inline object is viewed in this process.
   // Blocks like Get(); throws like Get().
   template <typename U = T>
-    requires internal::ArrayTraits<U>::value
-  ArrayView<typename internal::ArrayTraits<U>::Element> GetView() const {
+  requires internal::ArrayTraits<U>::value ArrayView<typename internal::ArrayTraits<U>::Element>
+  GetView()
+  const {
     return internal::DecodeView<typename internal::ArrayTraits<U>::Element>(
         internal::GetObject(id_, std::nullopt));
   }
@@ -127,10 +128,11 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
         throw msgpack::type_error();
       }
       const auto& a = o.via.array.ptr;
-      raio::ObjectId id = raio::ObjectId::FromBinary(
-          std::string_view(a[0].via.bin.ptr, a[0].via.bin.size));
+      raio::ObjectId id =
+          raio::ObjectId::FromBinary(std::string_view(a[0].via.bin.ptr, a[0].via.bin.size));
       raio::internal::OwnerInfo owner;
-      if (a[1].type == msgpack::type::BIN) owner.owner_worker_id.assign(a[1].via.bin.ptr, a[1].via.bin.size);
+      if (a[1].type == msgpack::type::BIN)
+        owner.owner_worker_id.assign(a[1].via.bin.ptr, a[1].via.bin.size);
       a[2].convert(owner.owner_address);
       raio::internal::OnObjectRefDeserialized(id, owner);
       ref = raio::ObjectRef<T>(id, typename raio::ObjectRef<T>::Adopt{});

@@ -9,13 +9,13 @@
 // "Scale(double)". Place it at namespace scope in a .cc file.
 #pragma once
 
-#include <string>
-#include <string_view>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <tuple>
-#include <typeinfo>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -188,6 +188,6 @@ bool RegisterAll(const char* macro_text, Fs... fns) {
 #define RAIO_FUNC(f, ...) ::raio::internal::Overload<__VA_ARGS__>(f)
 
 // Registers free functions as remote functions (see the file comment).
-#define RAIO_REMOTE(...)                                                             \
+#define RAIO_REMOTE(...)                                                         \
   static const bool RAIO_INTERNAL_CONCAT(raio_remote_registered_, __COUNTER__) = \
       ::raio::internal::RegisterAll(#__VA_ARGS__, __VA_ARGS__)

@@ -13,13 +13,12 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <msgpack.hpp>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <typeinfo>
 #include <vector>
-
-#include <msgpack.hpp>
 
 #include "raio/buffer.h"
 #include "raio/errors.h"
@@ -32,30 +31,55 @@ namespace raio {
 namespace internal {
 
 enum class ValueFormat : uint8_t { kMsgpack = 0, kRaw = 1, kArray = 2 };
-enum class DType : uint8_t { kNone = 0, kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64, kF32, kF64, kChar };
+enum class DType : uint8_t {
+  kNone = 0,
+  kI8,
+  kU8,
+  kI16,
+  kU16,
+  kI32,
+  kU32,
+  kI64,
+  kU64,
+  kF32,
+  kF64,
+  kChar
+};
 
 template <typename E>
 constexpr DType DTypeOf() {
-  if constexpr (std::is_same_v<E, char>) return DType::kChar;
-  else if constexpr (std::is_same_v<E, float>) return DType::kF32;
-  else if constexpr (std::is_same_v<E, double>) return DType::kF64;
-  else if constexpr (std::is_signed_v<E> && sizeof(E) == 1) return DType::kI8;
-  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 1) return DType::kU8;
-  else if constexpr (std::is_signed_v<E> && sizeof(E) == 2) return DType::kI16;
-  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 2) return DType::kU16;
-  else if constexpr (std::is_signed_v<E> && sizeof(E) == 4) return DType::kI32;
-  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 4) return DType::kU32;
-  else if constexpr (std::is_signed_v<E> && sizeof(E) == 8) return DType::kI64;
-  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 8) return DType::kU64;
-  else return DType::kNone;
+  if constexpr (std::is_same_v<E, char>)
+    return DType::kChar;
+  else if constexpr (std::is_same_v<E, float>)
+    return DType::kF32;
+  else if constexpr (std::is_same_v<E, double>)
+    return DType::kF64;
+  else if constexpr (std::is_signed_v<E> && sizeof(E) == 1)
+    return DType::kI8;
+  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 1)
+    return DType::kU8;
+  else if constexpr (std::is_signed_v<E> && sizeof(E) == 2)
+    return DType::kI16;
+  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 2)
+    return DType::kU16;
+  else if constexpr (std::is_signed_v<E> && sizeof(E) == 4)
+    return DType::kI32;
+  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 4)
+    return DType::kU32;
+  else if constexpr (std::is_signed_v<E> && sizeof(E) == 8)
+    return DType::kI64;
+  else if constexpr (std::is_unsigned_v<E> && sizeof(E) == 8)
+    return DType::kU64;
+  else
+    return DType::kNone;
 }
 
 // Which std::vector types are stored as raw arrays.
 template <typename T>
 struct ArrayTraits : std::false_type {};
 template <typename E>
-  requires(std::is_arithmetic_v<E> && !std::is_same_v<E, bool> && !std::is_same_v<E, long double>)
-struct ArrayTraits<std::vector<E>> : std::true_type {
+requires(std::is_arithmetic_v<E> && !std::is_same_v<E, bool> &&
+         !std::is_same_v<E, long double>) struct ArrayTraits<std::vector<E>> : std::true_type {
   using Element = E;
 };
 
@@ -102,8 +126,8 @@ T Unpack(std::string_view bytes) {
     handle.get().convert(value);
     return value;
   } catch (const std::exception& e) {
-    throw SerializationError(std::string("cannot decode a value as ") + typeid(T).name() +
-                             ": " + e.what());
+    throw SerializationError(std::string("cannot decode a value as ") + typeid(T).name() + ": " +
+                             e.what());
   }
 }
 
@@ -136,7 +160,8 @@ T Decode(const ValueView& v) {
       if (v.format == ValueFormat::kArray) {
         if (v.dtype != DTypeOf<E>() || v.bytes.size() % sizeof(E) != 0) {
           throw SerializationError(std::string("the object is an array of another element type, "
-                                               "not ") + typeid(T).name());
+                                               "not ") +
+                                   typeid(T).name());
         }
         T out(v.bytes.size() / sizeof(E));
         if (!out.empty()) std::memcpy(out.data(), v.bytes.data(), v.bytes.size());
@@ -155,7 +180,8 @@ T Decode(const ValueView& v) {
 // A zero-copy array view of a stored value when it is an array of E; otherwise decodes.
 template <typename E>
 ArrayView<E> DecodeView(const ValueView& v) {
-  if (v.format == ValueFormat::kArray && v.dtype == DTypeOf<E>() && v.bytes.size() % sizeof(E) == 0 &&
+  if (v.format == ValueFormat::kArray && v.dtype == DTypeOf<E>() &&
+      v.bytes.size() % sizeof(E) == 0 &&
       reinterpret_cast<uintptr_t>(v.bytes.data()) % alignof(E) == 0) {
     return ArrayView<E>(v.keeper, reinterpret_cast<const E*>(v.bytes.data()),
                         v.bytes.size() / sizeof(E));

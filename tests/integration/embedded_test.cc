@@ -214,9 +214,9 @@ TEST_F(EmbeddedTest, InvalidResourceValuesAreRejected) {
   EXPECT_THROW(raio::Task(Add).SetResource("CPU", -1).Remote(1, 2), raio::InvalidUsageError);
   EXPECT_THROW(raio::Task(Add).SetResource("CPU", std::nan("")).Remote(1, 2),
                raio::InvalidUsageError);
-  EXPECT_THROW(raio::Task(Add).SetResource("CPU", std::numeric_limits<double>::infinity())
-                   .Remote(1, 2),
-               raio::InvalidUsageError);
+  EXPECT_THROW(
+      raio::Task(Add).SetResource("CPU", std::numeric_limits<double>::infinity()).Remote(1, 2),
+      raio::InvalidUsageError);
   EXPECT_THROW(raio::Task(Add).SetMaxRetries(-2).Remote(1, 2), raio::InvalidUsageError);
 }
 
@@ -229,7 +229,8 @@ TEST_F(EmbeddedTest, FractionalAndCustomResourcesLimitConcurrency) {
   EXPECT_TRUE(pa[1] <= pb[0] || pb[1] <= pa[0]) << "slot tasks overlapped";
   // Fractional CPUs: four 0.5-CPU tasks fit two CPUs at once.
   std::vector<raio::ObjectRef<std::vector<int64_t>>> refs;
-  for (int i = 0; i < 4; ++i) refs.push_back(raio::Task(SleepAndStamp).SetResource("CPU", 0.5).Remote(400));
+  for (int i = 0; i < 4; ++i)
+    refs.push_back(raio::Task(SleepAndStamp).SetResource("CPU", 0.5).Remote(400));
   auto stamps = raio::Get(refs);
   int64_t latest_start = 0, earliest_end = std::numeric_limits<int64_t>::max();
   for (const auto& s : stamps) {

@@ -3,7 +3,6 @@
 // objects are freed when their last reference goes.
 #include <gtest/gtest.h>
 #include <raio/raio.h>
-
 #include <signal.h>
 
 #include <chrono>
@@ -158,7 +157,8 @@ TEST_F(ObjectStoreTest, TenThousandTasksPassingObjectsLeaveNothingBehind) {
   EXPECT_TRUE(Eventually([] {
     auto s = raio::internal::GetObjectStats();
     return s.owned_objects == 0 && s.store_objects == 0 && s.store_used_bytes == 0;
-  })) << "owned " << raio::internal::GetObjectStats().owned_objects << ", in store "
+  })) << "owned "
+      << raio::internal::GetObjectStats().owned_objects << ", in store "
       << raio::internal::GetObjectStats().store_objects;
 }
 

@@ -57,14 +57,13 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeou
 class StandaloneTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = g_base_tmp /
-           ("raio-standalone-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = g_base_tmp / ("raio-standalone-" + std::to_string(getpid()) + "-" +
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
     ::setenv("TMPDIR", dir_.c_str(), 1);  // the CLI keeps its cluster file under $TMPDIR/raio
     ::unsetenv("RAIO_ADDRESS");
     auto r = RunCommand(std::string(RAIO_CLI_PATH) +
-                 " start --head --port 0 --num-cpus 2 --resources '{\"slot\": 1}'");
+                        " start --head --port 0 --num-cpus 2 --resources '{\"slot\": 1}'");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     auto pos = r.output.find("started at ");
     ASSERT_NE(pos, std::string::npos) << r.output;

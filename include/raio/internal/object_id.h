@@ -25,7 +25,9 @@ class BinaryId {
     if (b.size() == N) std::memcpy(id.bytes_.data(), b.data(), N);
     return id;
   }
-  std::string Binary() const { return std::string(reinterpret_cast<const char*>(bytes_.data()), N); }
+  std::string Binary() const {
+    return std::string(reinterpret_cast<const char*>(bytes_.data()), N);
+  }
   std::string Hex() const {
     static constexpr char kDigits[] = "0123456789abcdef";
     std::string out(2 * N, '0');

@@ -22,9 +22,9 @@ namespace internal {
 struct TaskArg {
   enum class Kind { kValue, kObjectRef, kObjectRefList };
   Kind kind = Kind::kValue;
-  EncodedValue value;              // kValue: the parameter's value
-  std::vector<ObjectId> refs;      // kObjectRef: one id; kObjectRefList: many
-  std::vector<ObjectId> contained; // kValue: ObjectRefs serialized inside the value
+  EncodedValue value;               // kValue: the parameter's value
+  std::vector<ObjectId> refs;       // kObjectRef: one id; kObjectRefList: many
+  std::vector<ObjectId> contained;  // kValue: ObjectRefs serialized inside the value
 };
 
 // Collects the ids of ObjectRefs serialized (packed) on this thread while it is the
@@ -75,7 +75,6 @@ struct TaskOptions {
   std::string name;
   int max_retries = 3;
 };
-
 
 // Submits `function_name` with `args`. Returns the id of its return object, holding one
 // local reference that the caller adopts (ObjectRef's adopting constructor).

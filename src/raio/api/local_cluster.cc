@@ -62,8 +62,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   cluster->head_ = std::move(*head);
   std::string connect_host = options.host == "0.0.0.0" ? "127.0.0.1" : options.host;
   auto node = node::NodeManager::Create({cluster->session_dir_,
-                                        absl::StrCat(connect_host, ":", cluster->head_->port()),
-                                        *total, ObjectStoreBytes(options)});
+                                         absl::StrCat(connect_host, ":", cluster->head_->port()),
+                                         *total, ObjectStoreBytes(options)});
   if (!node.ok()) {
     cluster->Stop();
     return node.status();

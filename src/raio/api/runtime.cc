@@ -35,8 +35,8 @@ struct DriverRuntime {
 };
 
 std::mutex g_mu;
-std::unique_ptr<DriverRuntime> g_runtime;       // guarded by g_mu
-std::shared_ptr<worker::CoreWorker> g_core;     // guarded by g_mu; driver or worker
+std::unique_ptr<DriverRuntime> g_runtime;    // guarded by g_mu
+std::shared_ptr<worker::CoreWorker> g_core;  // guarded by g_mu; driver or worker
 
 std::shared_ptr<worker::CoreWorker> Core() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -63,8 +63,9 @@ std::string WorkerNamespace() {
   const char* worker_hex = std::getenv("RAIO_WORKER_ID");
   const char* session = std::getenv("RAIO_SESSION_DIR");
   if (!node_socket || !worker_hex || !session) {
-    RAIO_LOG_ERROR("RAIO_WORKER_MODE is set but RAIO_NODE_SOCKET/RAIO_WORKER_ID/"
-                   "RAIO_SESSION_DIR are missing");
+    RAIO_LOG_ERROR(
+        "RAIO_WORKER_MODE is set but RAIO_NODE_SOCKET/RAIO_WORKER_ID/"
+        "RAIO_SESSION_DIR are missing");
     _exit(2);
   }
   std::string hex = worker_hex;
@@ -81,10 +82,9 @@ std::string WorkerNamespace() {
   auto* executor = new worker::TaskExecutor();
   // The node sends actor creations on this connection. Without its node a worker has no
   // purpose: exit as soon as the node goes away.
-  (*node)->Start(
-      [executor](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
-                 std::string_view body) { executor->OnNodeRequest(c, h, body); },
-      [](const std::shared_ptr<rpc::Connection>&, const absl::Status&) { _exit(0); });
+  (*node)->Start([executor](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                            std::string_view body) { executor->OnNodeRequest(c, h, body); },
+                 [](const std::shared_ptr<rpc::Connection>&, const absl::Status&) { _exit(0); });
   loop->Start();
   std::string socket_path = absl::StrCat(session, "/w-", hex, ".sock");
   if (absl::Status s = executor->Listen(socket_path); !s.ok()) {
@@ -129,9 +129,9 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   rt.loop = std::make_unique<EventLoop>("raio-driver", config::kLoopSpin);
   auto head = rpc::ConnectTcp(rt.loop->io(), address, config::kConnectTimeout);
   if (!head.ok()) {
-    throw ClusterUnavailableError(absl::StrCat("cannot reach a raio cluster at ", address, ": ",
-                                               head.status().message(),
-                                               " (is it running? start one with `raio start --head`)"));
+    throw ClusterUnavailableError(
+        absl::StrCat("cannot reach a raio cluster at ", address, ": ", head.status().message(),
+                     " (is it running? start one with `raio start --head`)"));
   }
   rt.head = *head;
   rt.head->Start(nullptr, nullptr);
@@ -143,23 +143,23 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   auto reply = rpc::CallSync(*rt.head, proto::REGISTER_JOB, job, config::kConnectTimeout);
   proto::RegisterJobReply jr;
   if (!reply.ok() || !jr.ParseFromString(*reply)) {
-    throw ClusterUnavailableError(absl::StrCat(
-        "the raio cluster at ", address, " did not accept this job: ",
-        reply.ok() ? "malformed reply" : std::string(reply.status().message())));
+    throw ClusterUnavailableError(
+        absl::StrCat("the raio cluster at ", address, " did not accept this job: ",
+                     reply.ok() ? "malformed reply" : std::string(reply.status().message())));
   }
   auto node = rpc::ConnectUnix(rt.loop->io(), jr.node_socket_path());
   if (!node.ok()) {
-    throw ClusterUnavailableError(absl::StrCat("cannot reach the node daemon at ",
-                                               jr.node_socket_path(), ": ",
-                                               node.status().message()));
+    throw ClusterUnavailableError(absl::StrCat(
+        "cannot reach the node daemon at ", jr.node_socket_path(), ": ", node.status().message()));
   }
   rt.node = *node;
   std::weak_ptr<worker::CoreWorker>* weak_core = new std::weak_ptr<worker::CoreWorker>();
-  rt.node->Start(nullptr, [weak_core](const std::shared_ptr<rpc::Connection>&,
-                                      const absl::Status& reason) {
-    if (auto core = weak_core->lock()) core->OnNodeLost(std::string(reason.message()));
-    delete weak_core;
-  });
+  rt.node->Start(nullptr,
+                 [weak_core](const std::shared_ptr<rpc::Connection>&, const absl::Status& reason) {
+                   if (auto core = weak_core->lock())
+                     core->OnNodeLost(std::string(reason.message()));
+                   delete weak_core;
+                 });
   WorkerId driver_id = RandomId<WorkerId>();
   proto::RegisterDriverRequest reg;
   reg.set_job_id(jr.job_id());
@@ -173,21 +173,20 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   auto dreply = rpc::CallSync(*rt.node, proto::REGISTER_DRIVER, reg, config::kConnectTimeout);
   proto::RegisterDriverReply dr;
   if (!dreply.ok() || !dr.ParseFromString(*dreply)) {
-    throw ClusterUnavailableError(absl::StrCat(
-        "the node daemon refused this driver: ",
-        dreply.ok() ? "malformed reply" : std::string(dreply.status().message())));
+    throw ClusterUnavailableError(
+        absl::StrCat("the node daemon refused this driver: ",
+                     dreply.ok() ? "malformed reply" : std::string(dreply.status().message())));
   }
-  auto store = worker::StoreClient::Create(rt.node, dr.object_store_path(),
-                                           dr.object_store_bytes());
+  auto store =
+      worker::StoreClient::Create(rt.node, dr.object_store_path(), dr.object_store_bytes());
   if (!store.ok()) {
-    throw ClusterUnavailableError(absl::StrCat("cannot map the node's object store: ",
-                                               store.status().message()));
+    throw ClusterUnavailableError(
+        absl::StrCat("cannot map the node's object store: ", store.status().message()));
   }
   std::string socket_dir = jr.node_socket_path().substr(0, jr.node_socket_path().rfind('/'));
   rt.core = std::make_shared<worker::CoreWorker>(
       worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), dr.node_has_gpus(),
-                                  socket_dir,
-                                  ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns},
+                                  socket_dir, ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns},
       *rt.loop, rt.node, std::move(*store));
   if (absl::Status s = rt.core->StartOwnerService(); !s.ok()) {
     throw ClusterUnavailableError(absl::StrCat("cannot start the owner service: ", s.message()));
@@ -244,8 +243,8 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
         if (cluster.status().code() == absl::StatusCode::kInvalidArgument) {
           throw InvalidUsageError(absl::StrCat("raio::Init: ", cluster.status().message()));
         }
-        throw ClusterUnavailableError(absl::StrCat("cannot start the embedded cluster: ",
-                                                   cluster.status().message()));
+        throw ClusterUnavailableError(
+            absl::StrCat("cannot start the embedded cluster: ", cluster.status().message()));
       }
       rt->cluster = std::move(*cluster);
       address = rt->cluster->head_address();
@@ -325,7 +324,9 @@ ObjectId SubmitActorTask(const ActorId& actor, const std::string& method_name,
   return CoreOrThrow()->SubmitActorTask(actor, method_name, std::move(args));
 }
 
-void KillActor(const ActorId& actor, bool no_restart) { CoreOrThrow()->KillActor(actor, no_restart); }
+void KillActor(const ActorId& actor, bool no_restart) {
+  CoreOrThrow()->KillActor(actor, no_restart);
+}
 
 std::optional<ActorId> GetNamedActor(const std::string& name, const std::string& ns,
                                      const std::string& class_name) {

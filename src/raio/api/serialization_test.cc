@@ -151,7 +151,9 @@ std::string Call(const std::string& name, const std::vector<std::string>& packed
   const worker::RegisteredFunction& f = Find(name);
   if (f.invoker == nullptr) return "";
   std::vector<internal::ValueView> views;
-  for (const auto& p : packed) views.push_back(internal::ValueView{internal::ValueFormat::kMsgpack, internal::DType::kNone, p, nullptr});
+  for (const auto& p : packed)
+    views.push_back(
+        internal::ValueView{internal::ValueFormat::kMsgpack, internal::DType::kNone, p, nullptr});
   return f.invoker(f.key, views).bytes;
 }
 
@@ -159,22 +161,20 @@ TEST(RemoteInvokeTest, RegistersUnderMacroNames) {
   EXPECT_NE(worker::FindFunctionByName("SerializationTestAdd"), nullptr);
   EXPECT_NE(worker::FindFunctionByName("SerializationTestScale(int)"), nullptr);
   EXPECT_NE(worker::FindFunctionByName("SerializationTestScale(double)"), nullptr);
-  EXPECT_NE(worker::FindFunctionByName("raio_serialization_test::SerializationTestMove"),
-            nullptr);
+  EXPECT_NE(worker::FindFunctionByName("raio_serialization_test::SerializationTestMove"), nullptr);
   EXPECT_EQ(worker::FindFunctionByName("SerializationTestScale"), nullptr);
   EXPECT_EQ(worker::FindFunctionByName("NoSuchFunction"), nullptr);
   EXPECT_EQ(Find("SerializationTestAdd").name, "SerializationTestAdd");
-  EXPECT_EQ(Find("SerializationTestAdd").key,
-            reinterpret_cast<const void*>(&SerializationTestAdd));
+  EXPECT_EQ(Find("SerializationTestAdd").key, reinterpret_cast<const void*>(&SerializationTestAdd));
 }
 
 TEST(RemoteInvokeTest, InvokesWithPackedArgumentsAndPacksTheResult) {
   EXPECT_EQ(Unpack<int>(Call("SerializationTestAdd", {Pack(2), Pack(40)})), 42);
   EXPECT_EQ(Unpack<int>(Call("SerializationTestScale(int)", {Pack(21)})), 42);
   EXPECT_EQ(Unpack<double>(Call("SerializationTestScale(double)", {Pack(3.0)})), 1.5);
-  EXPECT_EQ(Unpack<std::string>(Call("SerializationTestJoin",
-                                     {Pack(std::vector<std::string>{"a", "b", "c"}),
-                                      Pack(std::string("-"))})),
+  EXPECT_EQ(Unpack<std::string>(
+                Call("SerializationTestJoin",
+                     {Pack(std::vector<std::string>{"a", "b", "c"}), Pack(std::string("-"))})),
             "a-b-c");
   Point moved = Unpack<Point>(Call("raio_serialization_test::SerializationTestMove",
                                    {Pack(Point{1, 2, "p", {9}}), Pack(0.5)}));
@@ -189,10 +189,12 @@ TEST(RemoteInvokeTest, VoidFunctionReturnsNil) {
 
 TEST(RemoteInvokeTest, CallsTheTemplateInvokerDirectly) {
   std::string a = Pack(5), b = Pack(6);
-  std::vector<internal::ValueView> args{{internal::ValueFormat::kMsgpack, internal::DType::kNone, a, nullptr},
-                                        {internal::ValueFormat::kMsgpack, internal::DType::kNone, b, nullptr}};
+  std::vector<internal::ValueView> args{
+      {internal::ValueFormat::kMsgpack, internal::DType::kNone, a, nullptr},
+      {internal::ValueFormat::kMsgpack, internal::DType::kNone, b, nullptr}};
   std::string out = internal::Invoke<int, int, int>(
-      reinterpret_cast<const void*>(internal::KeyOf(&SerializationTestAdd)), args).bytes;
+                        reinterpret_cast<const void*>(internal::KeyOf(&SerializationTestAdd)), args)
+                        .bytes;
   EXPECT_EQ(Unpack<int>(out), 11);
 }
 
@@ -203,8 +205,7 @@ TEST(RemoteInvokeTest, WrongArgumentCountThrows) {
 }
 
 TEST(RemoteInvokeTest, WrongArgumentTypeThrows) {
-  EXPECT_THROW(Call("SerializationTestAdd", {Pack(std::string("1")), Pack(2)}),
-               SerializationError);
+  EXPECT_THROW(Call("SerializationTestAdd", {Pack(std::string("1")), Pack(2)}), SerializationError);
 }
 
 }  // namespace

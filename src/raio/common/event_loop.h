@@ -21,7 +21,8 @@ namespace raio {
 
 class EventLoop {
  public:
-  explicit EventLoop(std::string name, std::chrono::microseconds spin = std::chrono::microseconds(0))
+  explicit EventLoop(std::string name,
+                     std::chrono::microseconds spin = std::chrono::microseconds(0))
       : name_(std::move(name)), spin_(ResolveSpin(spin)) {}
   ~EventLoop() { Stop(); }
   EventLoop(const EventLoop&) = delete;

@@ -21,7 +21,6 @@ using LeaseId = internal::BinaryId<8, LeaseIdTag>;
 using TaskId = internal::BinaryId<16, TaskIdTag>;
 using JobId = uint32_t;
 
-
 // Fills an id with random bytes from a process-wide generator seeded by the OS.
 void FillRandom(uint8_t* data, std::size_t size);
 

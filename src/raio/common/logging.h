@@ -32,10 +32,10 @@ void InitLogging(spdlog::level::level_enum default_level);
 #define RAIO_LOG_ERROR(...) SPDLOG_ERROR(__VA_ARGS__)
 
 // For true invariants only; input from users or peers gets a Status instead.
-#define RAIO_CHECK(cond)                                                  \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
+#define RAIO_CHECK(cond)                                                       \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       SPDLOG_CRITICAL("check failed: {} at {}:{}", #cond, __FILE__, __LINE__); \
-      std::abort();                                                       \
-    }                                                                     \
+      std::abort();                                                            \
+    }                                                                          \
   } while (0)

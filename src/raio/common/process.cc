@@ -2,13 +2,12 @@
 
 #include <cxxabi.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <signal.h>
-
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -40,8 +39,8 @@ int64_t DetectMemoryBytes() {
 
 std::string Demangle(const char* mangled) {
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
-                                             std::free);
+  std::unique_ptr<char, void (*)(void*)> out(
+      abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
   return (status == 0 && out) ? std::string(out.get()) : std::string(mangled);
 }
 

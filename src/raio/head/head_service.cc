@@ -3,10 +3,10 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
-#include "raio/common/config.h"
-#include "raio/common/resources.h"
-#include "raio/common/logging.h"
 #include "raio/actor.pb.h"
+#include "raio/common/config.h"
+#include "raio/common/logging.h"
+#include "raio/common/resources.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
 
@@ -83,8 +83,8 @@ void HeadService::OnClose(const std::shared_ptr<rpc::Connection>& conn) {
   conns_.erase(conn.get());
 }
 
-void HeadService::OnRequest(const std::shared_ptr<rpc::Connection>& conn,
-                            const rpc::FrameHeader& h, std::string_view body) {
+void HeadService::OnRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                            std::string_view body) {
   auto parse = [&](google::protobuf::MessageLite& m) {
     if (m.ParseFromArray(body.data(), static_cast<int>(body.size()))) return true;
     conn->ReplyError(h, absl::InvalidArgumentError("malformed request body"));
@@ -105,8 +105,8 @@ void HeadService::OnRequest(const std::shared_ptr<rpc::Connection>& conn,
       if (auto it = nodes_.find(req.node_id()); it != nodes_.end() && !it->second.conn->closed()) {
         RAIO_LOG_WARN("refused a second registration of live node {} from {}", req.node_id(),
                       conn->peer_name());
-        conn->ReplyError(h, absl::AlreadyExistsError("node " + req.node_id() +
-                                                     " is already registered"));
+        conn->ReplyError(
+            h, absl::AlreadyExistsError("node " + req.node_id() + " is already registered"));
         return;
       }
       RAIO_LOG_INFO("node {} joined at {}", req.node_id(), req.socket_path());

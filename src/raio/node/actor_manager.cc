@@ -56,18 +56,18 @@ bool ActorManager::Handle(const std::shared_ptr<rpc::Connection>& conn, JobId jo
       auto demand = ResourceSet::FromProto(spec.resources());
       if (!demand.ok()) return conn->ReplyError(h, demand.status()), true;
       if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
-        conn->ReplyError(h, absl::ResourceExhaustedError(absl::StrCat(
-                                "no node can ever hold an actor demanding ", demand->ToString(),
-                                " (", f.message(), "); cluster resources: ",
-                                cluster_description_())));
+        conn->ReplyError(h,
+                         absl::ResourceExhaustedError(absl::StrCat(
+                             "no node can ever hold an actor demanding ", demand->ToString(), " (",
+                             f.message(), "); cluster resources: ", cluster_description_())));
         return true;
       }
       if (!spec.name().empty()) {
         auto key = std::make_pair(spec.namespace_(), spec.name());
         if (names_.count(key)) {
           conn->ReplyError(h, absl::AlreadyExistsError(absl::StrCat(
-                                  "an actor named '", spec.name(), "' already exists in namespace '",
-                                  spec.namespace_(), "'")));
+                                  "an actor named '", spec.name(),
+                                  "' already exists in namespace '", spec.namespace_(), "'")));
           return true;
         }
         names_[key] = id;
@@ -167,29 +167,28 @@ void ActorManager::Bind(Record& r, WorkerProcess& worker) {
   ActorId id = ActorId::FromBinary(r.spec.actor_id());
   uint32_t incarnation = r.incarnation;
   std::string address = worker.socket_path;
-  worker.conn->Call(proto::CREATE_ACTOR_INSTANCE, req,
-                    [this, id, incarnation, address](const absl::StatusOr<std::string_view>& reply) {
-                      auto it = actors_.find(id);
-                      if (it == actors_.end()) return;
-                      Record& r = it->second;
-                      if (r.incarnation != incarnation || r.state == proto::ACTOR_DEAD) return;
-                      r.creating = false;
-                      if (!reply.ok()) return;  // the worker died: OnWorkerGone handles it
-                      proto::CreateActorInstanceReply cr;
-                      if (!cr.ParseFromArray(reply->data(), static_cast<int>(reply->size())) ||
-                          cr.has_error()) {
-                        Bury(r,
-                             cr.has_error() ? absl::StrCat("its factory raised ",
-                                                           cr.error().exception_type(), ": ",
-                                                           cr.error().message())
-                                            : "malformed reply from its worker",
-                             /*kill_worker=*/true);
-                        return;
-                      }
-                      r.state = proto::ACTOR_ALIVE;
-                      r.address = address;
-                      NotifyWaiters(r);
-                    });
+  worker.conn->Call(
+      proto::CREATE_ACTOR_INSTANCE, req,
+      [this, id, incarnation, address](const absl::StatusOr<std::string_view>& reply) {
+        auto it = actors_.find(id);
+        if (it == actors_.end()) return;
+        Record& r = it->second;
+        if (r.incarnation != incarnation || r.state == proto::ACTOR_DEAD) return;
+        r.creating = false;
+        if (!reply.ok()) return;  // the worker died: OnWorkerGone handles it
+        proto::CreateActorInstanceReply cr;
+        if (!cr.ParseFromArray(reply->data(), static_cast<int>(reply->size())) || cr.has_error()) {
+          Bury(r,
+               cr.has_error() ? absl::StrCat("its factory raised ", cr.error().exception_type(),
+                                             ": ", cr.error().message())
+                              : "malformed reply from its worker",
+               /*kill_worker=*/true);
+          return;
+        }
+        r.state = proto::ACTOR_ALIVE;
+        r.address = address;
+        NotifyWaiters(r);
+      });
 }
 
 void ActorManager::NotifyWaiters(Record& r) {

@@ -47,7 +47,7 @@ class ActorManager {
     JobId job = 0;
     proto::ActorState state = proto::ACTOR_PENDING;
     std::optional<Allocation> allocation;
-    WorkerId worker;     // nil when none bound
+    WorkerId worker;  // nil when none bound
     bool creating = false;
     std::string address;
     int32_t pid = 0;

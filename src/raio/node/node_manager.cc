@@ -39,9 +39,9 @@ NodeManager::NodeManager(Options options)
 NodeManager::~NodeManager() { Stop(); }
 
 absl::Status NodeManager::Start() {
-  auto store = ObjectStoreService::Create(options_.object_store_bytes,
-                                          options_.session_dir + "/spill",
-                                          config::kObjectStorePrefaultBytes);
+  auto store =
+      ObjectStoreService::Create(options_.object_store_bytes, options_.session_dir + "/spill",
+                                 config::kObjectStorePrefaultBytes);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
   auto listener = rpc::Listener::ListenUnix(loop_.io(), socket_path_,
@@ -53,13 +53,11 @@ absl::Status NodeManager::Start() {
   head_ = std::move(*head);
   loop_.Start();
   // The head asks this node for stats over the same connection.
-  head_->Start(
-      [this](const ConnPtr& c, const rpc::FrameHeader& h, std::string_view body) {
-        OnRequest(c, h, body);
-      },
-      [this](const ConnPtr&, const absl::Status& reason) {
-        if (!stopped_) RAIO_LOG_WARN("lost the head connection: {}", reason.message());
-      });
+  head_->Start([this](const ConnPtr& c, const rpc::FrameHeader& h,
+                      std::string_view body) { OnRequest(c, h, body); },
+               [this](const ConnPtr&, const absl::Status& reason) {
+                 if (!stopped_) RAIO_LOG_WARN("lost the head connection: {}", reason.message());
+               });
   proto::RegisterNodeRequest reg;
   reg.set_node_id(id_.Hex());
   reg.set_socket_path(socket_path_);
@@ -111,15 +109,12 @@ void NodeManager::OnAccept(ConnPtr conn) {
   Peer peer;
   peer.client = next_client_id_++;
   peers_[conn.get()] = {conn, peer};
-  conn->Start(
-      [this](const ConnPtr& c, const rpc::FrameHeader& h, std::string_view body) {
-        OnRequest(c, h, body);
-      },
-      [this](const ConnPtr& c, const absl::Status&) { OnClose(c); });
+  conn->Start([this](const ConnPtr& c, const rpc::FrameHeader& h,
+                     std::string_view body) { OnRequest(c, h, body); },
+              [this](const ConnPtr& c, const absl::Status&) { OnClose(c); });
 }
 
-void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h,
-                            std::string_view body) {
+void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h, std::string_view body) {
   if (stopped_) return;
   auto parse = [&](google::protobuf::MessageLite& m) {
     if (m.ParseFromArray(body.data(), static_cast<int>(body.size()))) return true;
@@ -159,7 +154,8 @@ void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h,
     case proto::CANCEL_WORKER_LEASE: {
       proto::LeaseIdRequest req;
       if (!parse(req)) return;
-      HandleReturnLease(LeaseId::FromBinary(req.lease_id()), h.method == proto::CANCEL_WORKER_LEASE);
+      HandleReturnLease(LeaseId::FromBinary(req.lease_id()),
+                        h.method == proto::CANCEL_WORKER_LEASE);
       if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
       return;
     }
@@ -181,9 +177,9 @@ void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h,
 void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHeader& h,
                                        const proto::RegisterDriverRequest& req) {
   if (req.executable().empty() || ::access(req.executable().c_str(), X_OK) != 0) {
-    conn->ReplyError(h, absl::InvalidArgumentError(
-                            absl::StrCat("driver executable '", req.executable(),
-                                         "' is not executable on this node")));
+    conn->ReplyError(
+        h, absl::InvalidArgumentError(absl::StrCat("driver executable '", req.executable(),
+                                                   "' is not executable on this node")));
     return;
   }
   Peer& peer = peers_[conn.get()].second;
@@ -248,8 +244,8 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
     proto::RequestWorkerLeaseReply reply;
     reply.set_result(proto::RequestWorkerLeaseReply::INFEASIBLE);
     reply.set_message(absl::StrCat("no node can ever run a task demanding ", demand->ToString(),
-                                   " (", f.message(), "); cluster resources: ",
-                                   ClusterDescription()));
+                                   " (", f.message(),
+                                   "); cluster resources: ", ClusterDescription()));
     conn->Reply(h, reply);
     return;
   }

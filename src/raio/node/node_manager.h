@@ -10,8 +10,8 @@
 // Threading: all state lives on the node's EventLoop; Create/Stop from other threads.
 #pragma once
 
-#include <boost/asio/steady_timer.hpp>
 #include <atomic>
+#include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <map>
 #include <memory>
@@ -27,7 +27,6 @@
 #include "raio/node/scheduler/local_resource_manager.h"
 #include "raio/node/worker_pool/worker_pool.h"
 #include "raio/rpc/listener.h"
-
 
 namespace raio::node {
 
@@ -68,8 +67,8 @@ class NodeManager {
   struct Peer {
     enum class Kind { kUnknown, kDriver, kWorker } kind = Kind::kUnknown;
     JobId job = 0;
-    WorkerId worker;       // the worker's id, or the driver's core worker id
-    ClientId client = 0;   // object store client id of this connection
+    WorkerId worker;      // the worker's id, or the driver's core worker id
+    ClientId client = 0;  // object store client id of this connection
   };
 
   explicit NodeManager(Options options);
@@ -79,12 +78,12 @@ class NodeManager {
                  std::string_view body);
   void OnClose(const std::shared_ptr<rpc::Connection>& conn);
 
-  void HandleRegisterDriver(const std::shared_ptr<rpc::Connection>& conn,
-                            const rpc::FrameHeader& h, const proto::RegisterDriverRequest& req);
-  void HandleRegisterWorker(const std::shared_ptr<rpc::Connection>& conn,
-                            const rpc::FrameHeader& h, const proto::RegisterWorkerRequest& req);
-  void HandleRequestLease(const std::shared_ptr<rpc::Connection>& conn,
-                          const rpc::FrameHeader& h, const proto::RequestWorkerLeaseRequest& req);
+  void HandleRegisterDriver(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                            const proto::RegisterDriverRequest& req);
+  void HandleRegisterWorker(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                            const proto::RegisterWorkerRequest& req);
+  void HandleRequestLease(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                          const proto::RequestWorkerLeaseRequest& req);
   void HandleReturnLease(const LeaseId& id, bool cancel);
   void HandleBlocked(const std::shared_ptr<rpc::Connection>& conn, bool blocked);
   proto::NodeStats BuildStats() const;

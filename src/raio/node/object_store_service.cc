@@ -33,7 +33,8 @@ bool ObjectStoreService::Handle(const std::shared_ptr<rpc::Connection>& conn, Cl
   };
   auto parse = [&](google::protobuf::MessageLite& m) {
     if (m.ParseFromArray(body.data(), static_cast<int>(body.size()))) return true;
-    RAIO_LOG_WARN("malformed object store request (method {}) from {}", h.method, conn->peer_name());
+    RAIO_LOG_WARN("malformed object store request (method {}) from {}", h.method,
+                  conn->peer_name());
     if (h.kind == rpc::FrameKind::kRequest) {
       conn->ReplyError(h, absl::InvalidArgumentError("malformed request body"));
     }

@@ -23,8 +23,8 @@ class ObjectStoreService {
   // Creates the store: `capacity_bytes` of shared memory in /dev/shm, spill files under
   // `spill_dir` (created), the first `prefault_bytes` pre-faulted in the background.
   static absl::StatusOr<std::unique_ptr<ObjectStoreService>> Create(uint64_t capacity_bytes,
-                                                                     const std::string& spill_dir,
-                                                                     uint64_t prefault_bytes);
+                                                                    const std::string& spill_dir,
+                                                                    uint64_t prefault_bytes);
 
   // Whether `method` is one of the store's; if so handles the frame (replying on `conn`).
   bool Handle(const std::shared_ptr<rpc::Connection>& conn, ClientId client,

@@ -59,7 +59,8 @@ void Connection::KickWriteLocked() {
     return;
   }
   // Another thread with nothing queued: write directly, skipping a thread hop.
-  ssize_t n = ::send(socket_.native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  ssize_t n =
+      ::send(socket_.native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   if (n > 0) out_.erase(0, static_cast<std::size_t>(n));
   if (out_.empty()) return;
   if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -90,15 +91,15 @@ void Connection::WriteLoop() {
     write_buf_.clear();
     write_buf_.swap(out_);
   }
-  boost::asio::async_write(socket_, boost::asio::buffer(write_buf_),
-                           [self = shared_from_this()](const boost::system::error_code& ec,
-                                                       std::size_t) {
-                             if (ec) {
-                               self->Close(absl::UnavailableError("write failed: " + ec.message()));
-                               return;
-                             }
-                             self->WriteLoop();
-                           });
+  boost::asio::async_write(
+      socket_, boost::asio::buffer(write_buf_),
+      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+        if (ec) {
+          self->Close(absl::UnavailableError("write failed: " + ec.message()));
+          return;
+        }
+        self->WriteLoop();
+      });
 }
 
 void Connection::Call(uint32_t method, const google::protobuf::MessageLite& request,

@@ -100,13 +100,12 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
   // echoes kEcho requests, never answers kSilent, and fails kFail with NotFound).
   void StartServer() {
     auto on_accept = [this](std::shared_ptr<Connection> conn) {
-      conn->Start(
-          [this](const std::shared_ptr<Connection>& c, const FrameHeader& h,
-                 std::string_view body) { HandleRequest(c, h, body); },
-          [this](const std::shared_ptr<Connection>&, const absl::Status& reason) {
-            absl::MutexLock lock(&mu_);
-            server_close_reasons_.push_back(reason);
-          });
+      conn->Start([this](const std::shared_ptr<Connection>& c, const FrameHeader& h,
+                         std::string_view body) { HandleRequest(c, h, body); },
+                  [this](const std::shared_ptr<Connection>&, const absl::Status& reason) {
+                    absl::MutexLock lock(&mu_);
+                    server_close_reasons_.push_back(reason);
+                  });
       absl::MutexLock lock(&mu_);
       server_conns_.push_back(std::move(conn));
     };
@@ -162,8 +161,7 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
     absl::StatusOr<std::shared_ptr<Connection>> c =
         GetParam() == Transport::kUnix
             ? ConnectUnix(client_loop_.io(), path_)
-            : ConnectTcp(client_loop_.io(), "127.0.0.1:" + std::to_string(listener_->port()),
-                         5s);
+            : ConnectTcp(client_loop_.io(), "127.0.0.1:" + std::to_string(listener_->port()), 5s);
     EXPECT_TRUE(c.ok()) << c.status();
     if (!c.ok()) return nullptr;
     (*c)->Start(nullptr, std::move(on_close));
@@ -263,9 +261,8 @@ TEST_P(ConnectionTest, OneWayFrameReachesTheHandlerWithoutARequestId) {
   std::shared_ptr<Connection> c = Connect();
   ASSERT_NE(c, nullptr);
   c->SendOneWay(proto::NOTIFY_BLOCKED, Lease("blocked"));
-  ASSERT_TRUE(WaitUntil([this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return !one_way_bodies_.empty();
-  }));
+  ASSERT_TRUE(
+      WaitUntil([this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !one_way_bodies_.empty(); }));
   absl::MutexLock lock(&mu_);
   EXPECT_EQ(one_way_bodies_[0], LeaseBody("blocked"));
   EXPECT_EQ(last_request_.kind, FrameKind::kOneWay);
@@ -308,7 +305,8 @@ TEST_P(ConnectionTest, ManyPipelinedCallsFromAnotherThreadAreAllAnswered) {
   StartServer();
   std::shared_ptr<Connection> c = Connect();
   ASSERT_NE(c, nullptr);
-  ExpectPipelinedCallsMatch(10000, [](const std::function<void()>& f) { f(); }, *c);
+  ExpectPipelinedCallsMatch(
+      10000, [](const std::function<void()>& f) { f(); }, *c);
   absl::MutexLock lock(&mu_);
   EXPECT_EQ(requests_seen_, 10000);
 }
@@ -332,8 +330,8 @@ TEST_P(ConnectionTest, CallWithoutReplyFailsWithDeadlineExceeded) {
   EXPECT_FALSE(c->closed());
 
   // A reply that comes after the deadline is dropped; the connection keeps working.
-  ASSERT_TRUE(WaitUntil(
-      [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return silent_requests_.size() == 1; }));
+  ASSERT_TRUE(
+      WaitUntil([this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return silent_requests_.size() == 1; }));
   RunOn(server_loop_, [this] {
     absl::MutexLock lock(&mu_);
     server_conns_.at(0)->Reply(silent_requests_[0], Lease("late"));
@@ -365,8 +363,8 @@ TEST_P(ConnectionTest, PeerCloseFailsPendingCallsAndRunsCloseHandler) {
   ASSERT_NE(c, nullptr);
   std::vector<CallResult> calls(3);
   for (auto& r : calls) c->Call(kSilent, Lease("pending"), r.Callback());
-  ASSERT_TRUE(WaitUntil(
-      [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return silent_requests_.size() == 3; }));
+  ASSERT_TRUE(
+      WaitUntil([this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return silent_requests_.size() == 3; }));
 
   RunOn(server_loop_, [this] {
     absl::MutexLock lock(&mu_);
@@ -549,11 +547,10 @@ TEST(ConnectTest, BadAddressesAreRejected) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ConnectUnix(loop.io(), "/nonexistent/raio/socket").status().code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_EQ(
-      Listener::ListenTcp(loop.io(), "not an address", 0, [](std::shared_ptr<Connection>) {})
-          .status()
-          .code(),
-      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Listener::ListenTcp(loop.io(), "not an address", 0, [](std::shared_ptr<Connection>) {})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -48,8 +48,7 @@ absl::Status DecodeFrameHeader(const char* in, uint32_t max_body_bytes, FrameHea
   h->body_bytes = Take<uint32_t>(in + 16);
   if (h->body_bytes > max_body_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("frame body of ", h->body_bytes,
-                                                   " bytes exceeds the limit of ",
-                                                   max_body_bytes));
+                                                   " bytes exceeds the limit of ", max_body_bytes));
   }
   return absl::OkStatus();
 }

@@ -2,8 +2,8 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/un.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <boost/asio/connect.hpp>
@@ -22,8 +22,8 @@ namespace {
 // sockaddr_un holds at most 107 bytes of path.
 absl::Status CheckUnixPath(const std::string& path) {
   if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("unix socket path is too long (",
-                                                   path.size(), " bytes, limit 107): ", path));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unix socket path is too long (", path.size(), " bytes, limit 107): ", path));
   }
   return absl::OkStatus();
 }
@@ -45,7 +45,8 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::ListenUnix(asio::io_context&
   l->unix_->open(ep.protocol(), ec);
   if (!ec) l->unix_->bind(ep, ec);
   if (!ec) l->unix_->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot listen on ", path, ": ", ec.message()));
+  if (ec)
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", path, ": ", ec.message()));
   l->path_ = path;
   asio::post(io, [raw = l.get()] { raw->AcceptUnix(); });
   return l;
@@ -84,15 +85,15 @@ void Listener::Stop() {
 }
 
 void Listener::AcceptUnix() {
-  unix_->async_accept([this](const boost::system::error_code& ec,
-                             asio::local::stream_protocol::socket s) {
-    if (ec == asio::error::operation_aborted || !unix_->is_open()) return;
-    if (!ec) {
-      int fd = s.release();
-      on_accept_(Connection::Create(ToGeneric(io_, AF_UNIX, 0, fd), "unix peer"));
-    }
-    AcceptUnix();
-  });
+  unix_->async_accept(
+      [this](const boost::system::error_code& ec, asio::local::stream_protocol::socket s) {
+        if (ec == asio::error::operation_aborted || !unix_->is_open()) return;
+        if (!ec) {
+          int fd = s.release();
+          on_accept_(Connection::Create(ToGeneric(io_, AF_UNIX, 0, fd), "unix peer"));
+        }
+        AcceptUnix();
+      });
 }
 
 void Listener::AcceptTcp() {
@@ -118,7 +119,8 @@ absl::StatusOr<std::shared_ptr<Connection>> ConnectUnix(asio::io_context& io,
   asio::local::stream_protocol::socket s(io);
   boost::system::error_code ec;
   s.connect(asio::local::stream_protocol::endpoint(path), ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot connect to ", path, ": ", ec.message()));
+  if (ec)
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", path, ": ", ec.message()));
   int fd = s.release();
   return Connection::Create(ToGeneric(io, AF_UNIX, 0, fd), path);
 }
@@ -137,7 +139,8 @@ absl::StatusOr<std::shared_ptr<Connection>> ConnectTcp(asio::io_context& io,
   boost::system::error_code ec;
   asio::ip::tcp::resolver resolver(io);
   auto results = resolver.resolve(host, std::to_string(port), ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot resolve '", host, "': ", ec.message()));
+  if (ec)
+    return absl::UnavailableError(absl::StrCat("cannot resolve '", host, "': ", ec.message()));
   asio::ip::tcp::socket s(io);
   for (const auto& r : results) {
     s.open(r.endpoint().protocol(), ec);
@@ -151,8 +154,8 @@ absl::StatusOr<std::shared_ptr<Connection>> ConnectTcp(asio::io_context& io,
     s.close();
   }
   if (ec || !s.is_open()) {
-    return absl::UnavailableError(absl::StrCat("cannot connect to ", address, ": ",
-                                               ec ? ec.message() : "no address"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", address, ": ", ec ? ec.message() : "no address"));
   }
   timeval zero{0, 0};
   ::setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof(zero));

@@ -24,12 +24,12 @@ class Listener {
 
   // Binds a Unix socket at `path` (an old file there is removed).
   static absl::StatusOr<std::unique_ptr<Listener>> ListenUnix(boost::asio::io_context& io,
-                                                               const std::string& path,
-                                                               AcceptHandler on_accept);
+                                                              const std::string& path,
+                                                              AcceptHandler on_accept);
   // Binds TCP on host:port (port 0 picks a free one; see port()).
   static absl::StatusOr<std::unique_ptr<Listener>> ListenTcp(boost::asio::io_context& io,
-                                                              const std::string& host, int port,
-                                                              AcceptHandler on_accept);
+                                                             const std::string& host, int port,
+                                                             AcceptHandler on_accept);
   ~Listener();
   void Stop();
   int port() const { return port_; }

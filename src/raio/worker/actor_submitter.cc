@@ -40,9 +40,8 @@ void ActorSubmitter::WaitForActor(Actor& actor, uint32_t min_incarnation) {
   req.set_actor_id(actor.id.Binary());
   req.set_min_incarnation(min_incarnation);
   ActorId id = actor.id;
-  node_->Call(proto::WAIT_ACTOR, req, [this, id](const absl::StatusOr<std::string_view>& r) {
-    OnActorInfo(id, r);
-  });
+  node_->Call(proto::WAIT_ACTOR, req,
+              [this, id](const absl::StatusOr<std::string_view>& r) { OnActorInfo(id, r); });
 }
 
 void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::string_view>& reply) {
@@ -55,14 +54,14 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
   proto::ActorInfo info;
   if (!reply.ok() || !info.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
     actor.state = Actor::State::kDead;
-    actor.death_cause = absl::StrCat(
-        "actor ", id.Hex(), " is unknown or unreachable: ",
-        reply.ok() ? "malformed reply" : std::string(reply.status().message()));
+    actor.death_cause =
+        absl::StrCat("actor ", id.Hex(), " is unknown or unreachable: ",
+                     reply.ok() ? "malformed reply" : std::string(reply.status().message()));
   } else if (info.state() == proto::ACTOR_DEAD) {
     actor.state = Actor::State::kDead;
-    actor.death_cause = absl::StrCat("actor ", id.Hex(),
-                                     info.name().empty() ? "" : " ('" + info.name() + "')",
-                                     " is dead: ", info.death_cause());
+    actor.death_cause =
+        absl::StrCat("actor ", id.Hex(), info.name().empty() ? "" : " ('" + info.name() + "')",
+                     " is dead: ", info.death_cause());
   } else {
     auto conn = rpc::ConnectUnix(loop_.io(), info.address());
     if (!conn.ok()) {
@@ -76,10 +75,10 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
     actor.max_task_retries = info.max_task_retries();
     actor.state = Actor::State::kAlive;
     for (auto& call : actor.lost) {
-      Fail(call, absl::StrCat("actor ", id.Hex(), " died while running ",
-                              call->request.method_name(),
-                              " and was restarted; the call was not retried (see "
-                              "SetMaxTaskRetries)"));
+      Fail(call,
+           absl::StrCat("actor ", id.Hex(), " died while running ", call->request.method_name(),
+                        " and was restarted; the call was not retried (see "
+                        "SetMaxTaskRetries)"));
     }
     actor.lost.clear();
     Flush(actor);

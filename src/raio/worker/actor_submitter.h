@@ -48,8 +48,8 @@ class ActorSubmitter {
     int max_task_retries = 0;
     std::string death_cause;
     std::shared_ptr<rpc::Connection> conn;
-    std::deque<std::shared_ptr<Call>> queue;                // not yet sent
-    std::map<uint64_t, std::shared_ptr<Call>> in_flight;    // by sequence
+    std::deque<std::shared_ptr<Call>> queue;              // not yet sent
+    std::map<uint64_t, std::shared_ptr<Call>> in_flight;  // by sequence
     // Calls lost with the process and not retryable: failed once the node says whether
     // the actor is dead (with its cause) or restarted.
     std::vector<std::shared_ptr<Call>> lost;

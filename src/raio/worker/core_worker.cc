@@ -1,8 +1,8 @@
 #include "raio/worker/core_worker.h"
 
-#include "absl/strings/str_cat.h"
 #include <sched.h>
 
+#include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
 #include "raio/common/resources.h"
@@ -25,13 +25,11 @@ CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Co
       loop_(loop),
       node_(node),
       store_(std::move(store)),
-      objects_(ObjectTable::Callbacks{
-          [this](const ObjectId& id, ObjectEntry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            OnObjectFreed(id, e);
-          },
-          [this](const ObjectId& id, ObjectEntry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            OnObjectReady(id, e);
-          }}),
+      objects_(
+          ObjectTable::Callbacks{[this](const ObjectId& id, ObjectEntry& e)
+                                     ABSL_NO_THREAD_SAFETY_ANALYSIS { OnObjectFreed(id, e); },
+                                 [this](const ObjectId& id, ObjectEntry& e)
+                                     ABSL_NO_THREAD_SAFETY_ANALYSIS { OnObjectReady(id, e); }}),
       submitter_(mu_, ready_cv_, completions_, objects_, loop, node, options_.node_id_hex,
                  options_.node_has_gpus, options_.worker_id),
       actor_submitter_(mu_, loop, node, submitter_, objects_) {}
@@ -62,8 +60,8 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
                                 const internal::TaskOptions& options) {
   auto demand = ResourceSet::FromMap(options.resources);
   if (!demand.ok()) {
-    throw InvalidUsageError(absl::StrCat("invalid resources for ", function_name, ": ",
-                                         demand.status().message()));
+    throw InvalidUsageError(
+        absl::StrCat("invalid resources for ", function_name, ": ", demand.status().message()));
   }
   if (options.max_retries < 0) {
     throw InvalidUsageError("SetMaxRetries: the count must be >= 0");
@@ -74,8 +72,8 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   for (auto& arg : args) {
     if (arg.kind == internal::TaskArg::Kind::kValue &&
         arg.value.bytes.size() >= config::kMaxInlineObjectBytes) {
-      ObjectId id = Put(arg.value.format, arg.value.dtype, arg.value.bytes.data(),
-                        arg.value.bytes.size());
+      ObjectId id =
+          Put(arg.value.format, arg.value.dtype, arg.value.bytes.data(), arg.value.bytes.size());
       arg.kind = internal::TaskArg::Kind::kObjectRef;
       arg.refs = {id};
       arg.value = {};
@@ -184,9 +182,9 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
                                     std::optional<std::chrono::microseconds> timeout) {
   if (id.IsNil()) throw ObjectLostError("Get on a nil ObjectRef");
   absl::Time deadline = timeout ? absl::Now() + absl::FromChrono(*timeout) : absl::InfiniteFuture();
-  auto spin_until = std::chrono::steady_clock::now() +
-                    std::min<std::chrono::microseconds>(
-                        config::kGetSpin, timeout.value_or(config::kGetSpin));
+  auto spin_until =
+      std::chrono::steady_clock::now() +
+      std::min<std::chrono::microseconds>(config::kGetSpin, timeout.value_or(config::kGetSpin));
   bool blocked = false;
   std::string owner_address;  // set when reading a borrowed object
   {
@@ -223,9 +221,9 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
     }
     throw ObjectLostError(absl::StrCat(
         "object ", id.Hex(), " could not be read from the store: ", view.status().message(),
-        owner_address.empty() ? ""
-                              : absl::StrCat(" (its owner at ", owner_address,
-                                             " freed it or exited)")));
+        owner_address.empty()
+            ? ""
+            : absl::StrCat(" (its owner at ", owner_address, " freed it or exited)")));
   }
   return *view;
 }
@@ -233,9 +231,9 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
 std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_objects,
                                    std::optional<std::chrono::microseconds> timeout) {
   absl::Time deadline = timeout ? absl::Now() + absl::FromChrono(*timeout) : absl::InfiniteFuture();
-  auto spin_until = std::chrono::steady_clock::now() +
-                    std::min<std::chrono::microseconds>(
-                        config::kGetSpin, timeout.value_or(config::kGetSpin));
+  auto spin_until =
+      std::chrono::steady_clock::now() +
+      std::min<std::chrono::microseconds>(config::kGetSpin, timeout.value_or(config::kGetSpin));
   std::vector<bool> ready(ids.size(), false);
   bool blocked = false;
   absl::MutexLock lock(&mu_);
@@ -272,8 +270,8 @@ std::size_t CoreWorker::NumOwnedObjects() {
 }
 
 proto::NodeStats CoreWorker::GetNodeStats() {
-  auto reply = rpc::CallSync(*node_, proto::GET_NODE_STATS, proto::Empty(),
-                             config::kControlRpcTimeout);
+  auto reply =
+      rpc::CallSync(*node_, proto::GET_NODE_STATS, proto::Empty(), config::kControlRpcTimeout);
   proto::NodeStats stats;
   if (!reply.ok() || !stats.ParseFromString(*reply)) {
     throw ClusterUnavailableError("the node daemon did not return its stats");

@@ -12,20 +12,20 @@
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <set>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "raio/actor.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/ids.h"
 #include "raio/internal/runtime.h"
 #include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
 #include "raio/rpc/listener.h"
-#include "raio/actor.h"
 #include "raio/worker/actor_submitter.h"
 #include "raio/worker/object_table.h"
 #include "raio/worker/store_client.h"

@@ -73,7 +73,8 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
                                 const internal::ActorOptions& options) {
   auto resources = ResourceSet::FromMap(options.resources);
   if (!resources.ok()) {
-    throw InvalidUsageError(absl::StrCat("invalid actor resources: ", resources.status().message()));
+    throw InvalidUsageError(
+        absl::StrCat("invalid actor resources: ", resources.status().message()));
   }
   if (options.max_concurrency < 1) throw InvalidUsageError("SetMaxConcurrency: must be >= 1");
   if (options.max_restarts < -1) throw InvalidUsageError("SetMaxRestarts: must be >= -1");
@@ -140,7 +141,8 @@ void CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
   req.set_no_restart(no_restart);
   auto reply = rpc::CallSync(*node_, proto::KILL_ACTOR, req, config::kControlRpcTimeout);
   if (!reply.ok()) {
-    throw ClusterUnavailableError(absl::StrCat("cannot kill the actor: ", reply.status().message()));
+    throw ClusterUnavailableError(
+        absl::StrCat("cannot kill the actor: ", reply.status().message()));
   }
 }
 
@@ -152,7 +154,8 @@ std::optional<ActorId> CoreWorker::GetNamedActor(const std::string& name, const 
   auto reply = rpc::CallSync(*node_, proto::GET_NAMED_ACTOR, req, config::kControlRpcTimeout);
   if (!reply.ok()) {
     if (reply.status().code() == absl::StatusCode::kNotFound) return std::nullopt;
-    throw ClusterUnavailableError(absl::StrCat("cannot look up the actor: ", reply.status().message()));
+    throw ClusterUnavailableError(
+        absl::StrCat("cannot look up the actor: ", reply.status().message()));
   }
   proto::ActorInfo info;
   if (!info.ParseFromString(*reply)) throw ClusterUnavailableError("malformed actor info");

@@ -31,19 +31,18 @@ absl::Status CoreWorker::StartOwnerService() {
   owner_address_ = absl::StrCat(options_.socket_dir, "/o-", options_.worker_id.Hex(), ".sock");
   auto l = rpc::Listener::ListenUnix(
       loop_.io(), owner_address_, [this](std::shared_ptr<rpc::Connection> conn) {
-        conn->Start(
-            [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
-                   std::string_view body) { OnOwnerServiceRequest(c, h, body); },
-            [this](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
-              // The borrowers that registered themselves over this connection are gone.
-              absl::MutexLock lock(&mu_);
-              auto it = borrower_conns_.find(c.get());
-              if (it == borrower_conns_.end()) return;
-              std::set<WorkerId> borrowers = std::move(it->second);
-              borrower_conns_.erase(it);
-              if (shut_down_) return;
-              for (const auto& b : borrowers) objects_.RemoveBorrowerEverywhere(b);
-            });
+        conn->Start([this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                           std::string_view body) { OnOwnerServiceRequest(c, h, body); },
+                    [this](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
+                      // The borrowers that registered themselves over this connection are gone.
+                      absl::MutexLock lock(&mu_);
+                      auto it = borrower_conns_.find(c.get());
+                      if (it == borrower_conns_.end()) return;
+                      std::set<WorkerId> borrowers = std::move(it->second);
+                      borrower_conns_.erase(it);
+                      if (shut_down_) return;
+                      for (const auto& b : borrowers) objects_.RemoveBorrowerEverywhere(b);
+                    });
       });
   if (!l.ok()) return l.status();
   owner_listener_ = std::move(*l);
@@ -157,7 +156,7 @@ void CoreWorker::OnObjectFreed(const ObjectId& id, ObjectEntry& e) {
 }
 
 std::shared_ptr<rpc::Connection> CoreWorker::OwnerConnectionLocked(const std::string& address,
-                                                                  bool quiet) {
+                                                                   bool quiet) {
   auto it = owner_conns_.find(address);
   if (it != owner_conns_.end() && !it->second->closed()) return it->second;
   auto conn = rpc::ConnectUnix(loop_.io(), address);
@@ -178,8 +177,7 @@ void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
   e.fetch_requested = true;
   auto conn = OwnerConnectionLocked(e.owner_address);
   auto fail = [this, id](const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    submitter_.OnDependenciesReady(
-        objects_.SetError(id, MakeError(proto::OBJECT_LOST, why)));
+    submitter_.OnDependenciesReady(objects_.SetError(id, MakeError(proto::OBJECT_LOST, why)));
     completions_.fetch_add(1, std::memory_order_release);
     ready_cv_.SignalAll();
   };
@@ -190,36 +188,34 @@ void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
   }
   proto::GetObjectRequest req;
   req.set_object_id(id.Binary());
-  conn->Call(proto::GET_OBJECT, req,
-             [this, id, fail](const absl::StatusOr<std::string_view>& r) {
-               absl::MutexLock lock(&mu_);
-               if (shut_down_) return;
-               proto::GetObjectReply reply;
-               if (!r.ok() || !reply.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
-                 fail(absl::StrCat("the owner of object ", id.Hex(), " went away: ",
-                                   r.ok() ? "malformed reply" : std::string(r.status().message())));
-                 return;
-               }
-               std::vector<TaskEntry*> ready;
-               if (reply.has_error()) {
-                 ready = objects_.SetError(
-                     id, std::make_shared<proto::ErrorInfo>(std::move(*reply.mutable_error())));
-               } else if (reply.in_store()) {
-                 // Borrowed: the owner deletes it from the store, not us.
-                 ObjectEntry* e = objects_.Find(id);
-                 if (e == nullptr) return;
-                 ready = objects_.SetInStore(id);
-               } else {
-                 auto bytes = std::make_shared<const std::string>(std::move(*reply.mutable_value()));
-                 ready = objects_.SetValue(
-                     id, internal::ValueView{static_cast<internal::ValueFormat>(reply.format()),
-                                             static_cast<internal::DType>(reply.dtype()), *bytes,
-                                             bytes});
-               }
-               completions_.fetch_add(1, std::memory_order_release);
-               ready_cv_.SignalAll();
-               submitter_.OnDependenciesReady(std::move(ready));
-             });
+  conn->Call(proto::GET_OBJECT, req, [this, id, fail](const absl::StatusOr<std::string_view>& r) {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    proto::GetObjectReply reply;
+    if (!r.ok() || !reply.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
+      fail(absl::StrCat("the owner of object ", id.Hex(), " went away: ",
+                        r.ok() ? "malformed reply" : std::string(r.status().message())));
+      return;
+    }
+    std::vector<TaskEntry*> ready;
+    if (reply.has_error()) {
+      ready = objects_.SetError(
+          id, std::make_shared<proto::ErrorInfo>(std::move(*reply.mutable_error())));
+    } else if (reply.in_store()) {
+      // Borrowed: the owner deletes it from the store, not us.
+      ObjectEntry* e = objects_.Find(id);
+      if (e == nullptr) return;
+      ready = objects_.SetInStore(id);
+    } else {
+      auto bytes = std::make_shared<const std::string>(std::move(*reply.mutable_value()));
+      ready = objects_.SetValue(
+          id, internal::ValueView{static_cast<internal::ValueFormat>(reply.format()),
+                                  static_cast<internal::DType>(reply.dtype()), *bytes, bytes});
+    }
+    completions_.fetch_add(1, std::memory_order_release);
+    ready_cv_.SignalAll();
+    submitter_.OnDependenciesReady(std::move(ready));
+  });
 }
 
 internal::OwnerInfo CoreWorker::SerializeRef(const ObjectId& id) {
@@ -228,8 +224,8 @@ internal::OwnerInfo CoreWorker::SerializeRef(const ObjectId& id) {
     absl::MutexLock lock(&mu_);
     ObjectEntry* e = objects_.Find(id);
     if (e == nullptr) {
-      throw ObjectLostError(absl::StrCat("cannot serialize ObjectRef ", id.Hex(),
-                                         ": unknown in this process"));
+      throw ObjectLostError(
+          absl::StrCat("cannot serialize ObjectRef ", id.Hex(), ": unknown in this process"));
     }
     info = e->borrowed ? internal::OwnerInfo{e->owner_id.Binary(), e->owner_address}
                        : internal::OwnerInfo{options_.worker_id.Binary(), owner_address_};
@@ -256,9 +252,9 @@ void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& o
   }
   // First reference in this process: register as a borrower before the container (which
   // keeps the object alive meanwhile) can go away.
-  absl::Status s = conn ? absl::OkStatus()
-                        : absl::UnavailableError("the owner at " + owner.owner_address +
-                                                 " cannot be reached");
+  absl::Status s =
+      conn ? absl::OkStatus()
+           : absl::UnavailableError("the owner at " + owner.owner_address + " cannot be reached");
   if (conn) {
     proto::BorrowerRequest req;
     req.set_object_id(id.Binary());
@@ -271,9 +267,9 @@ void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& o
     absl::MutexLock lock(&mu_);
     if (ObjectEntry* e = objects_.Find(id)) {
       e->owner_registrations = 0;
-      objects_.SetError(id, MakeError(proto::OBJECT_LOST,
-                                      absl::StrCat("cannot borrow object ", id.Hex(), ": ",
-                                                   s.message())));
+      objects_.SetError(
+          id, MakeError(proto::OBJECT_LOST,
+                        absl::StrCat("cannot borrow object ", id.Hex(), ": ", s.message())));
       completions_.fetch_add(1, std::memory_order_release);
       ready_cv_.SignalAll();
     }
@@ -304,7 +300,8 @@ absl::StatusOr<internal::OwnerInfo> CoreWorker::RegisterBorrowerFor(const Object
   req.set_object_id(id.Binary());
   req.set_borrower_worker_id(borrower.Binary());
   req.set_count(1);
-  absl::Status s = rpc::CallSync(*conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
+  absl::Status s =
+      rpc::CallSync(*conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
   if (!s.ok()) return s;
   return info;
 }

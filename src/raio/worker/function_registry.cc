@@ -100,8 +100,8 @@ const std::string& ResolveFunctionName(const void* key) {
     throw InvalidUsageError("raio::Task: two remote functions are registered under the name '" +
                             it->second +
                             "' (e.g. the same name in two namespaces); register them with "
-                            "qualified names, e.g. RAIO_REMOTE(ns::" + it->second +
-                            ") at global scope");
+                            "qualified names, e.g. RAIO_REMOTE(ns::" +
+                            it->second + ") at global scope");
   }
   return it->second;
 }

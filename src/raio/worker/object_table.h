@@ -37,8 +37,8 @@ struct ObjectEntry {
   std::shared_ptr<const proto::ErrorInfo> error;  // ready with an error
   int local_refs = 0;
   int task_arg_refs = 0;
-  std::vector<TaskEntry*> dependents;             // tasks waiting for this object
-  std::vector<ObjectId> contained;                // refs held by this object's value
+  std::vector<TaskEntry*> dependents;  // tasks waiting for this object
+  std::vector<ObjectId> contained;     // refs held by this object's value
   // Owned objects: other processes holding references, by worker id.
   std::map<WorkerId, int> borrowers;
   std::vector<std::pair<std::shared_ptr<rpc::Connection>, rpc::FrameHeader>> remote_getters;

@@ -59,8 +59,8 @@ absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(
 StoreClient::~StoreClient() = default;
 
 absl::Status StoreClient::Put(const ObjectId& id, const WorkerId& owner,
-                              internal::ValueFormat format, internal::DType dtype,
-                              const void* data, uint64_t size) {
+                              internal::ValueFormat format, internal::DType dtype, const void* data,
+                              uint64_t size) {
   proto::CreateObjectRequest create;
   create.set_object_id(id.Binary());
   create.set_size_bytes(kHeaderBytes + size);
@@ -94,8 +94,8 @@ absl::StatusOr<internal::ValueView> StoreClient::Get(const ObjectId& id) {
   }
   // Unpins when the last copy of the view goes; keeps the mapping alive until then.
   std::weak_ptr<rpc::Connection> weak_node = node_;
-  auto keeper = std::shared_ptr<const void>(
-      mapping_.get(), [mapping = mapping_, weak_node, id](const void*) {
+  auto keeper =
+      std::shared_ptr<const void>(mapping_.get(), [mapping = mapping_, weak_node, id](const void*) {
         if (auto node = weak_node.lock()) {
           proto::ObjectIdRequest unpin;
           unpin.set_object_id(id.Binary());
@@ -111,8 +111,8 @@ absl::StatusOr<internal::ValueView> StoreClient::Get(const ObjectId& id) {
   internal::ValueView view;
   view.format = static_cast<internal::ValueFormat>(header.format);
   view.dtype = static_cast<internal::DType>(header.dtype);
-  view.bytes = std::string_view(reinterpret_cast<const char*>(p + kHeaderBytes),
-                                header.payload_bytes);
+  view.bytes =
+      std::string_view(reinterpret_cast<const char*>(p + kHeaderBytes), header.payload_bytes);
   view.keeper = std::move(keeper);
   return view;
 }

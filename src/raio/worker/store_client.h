@@ -28,8 +28,9 @@ class StoreClient {
   static constexpr uint64_t kHeaderBytes = 64;
 
   // Maps `path` (`size_bytes` long) read/write.
-  static absl::StatusOr<std::unique_ptr<StoreClient>> Create(
-      std::shared_ptr<rpc::Connection> node, const std::string& path, uint64_t size_bytes);
+  static absl::StatusOr<std::unique_ptr<StoreClient>> Create(std::shared_ptr<rpc::Connection> node,
+                                                             const std::string& path,
+                                                             uint64_t size_bytes);
 
   // Creates object `id` owned by `owner`, copies `size` bytes of `data` into it and seals
   // it. ResourceExhausted (store full; message with the sizes), AlreadyExists, or

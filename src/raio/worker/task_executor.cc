@@ -42,10 +42,9 @@ TaskExecutor::~TaskExecutor() {
 absl::Status TaskExecutor::Listen(const std::string& socket_path) {
   auto l = rpc::Listener::ListenUnix(
       loop_.io(), socket_path, [this](std::shared_ptr<rpc::Connection> conn) {
-        conn->Start(
-            [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
-                   std::string_view body) { OnRequest(c, h, body); },
-            nullptr);
+        conn->Start([this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                           std::string_view body) { OnRequest(c, h, body); },
+                    nullptr);
       });
   if (!l.ok()) return l.status();
   listener_ = std::move(*l);
@@ -255,8 +254,8 @@ void TaskExecutor::SetVisibleDevices(const proto::PushTaskRequest& request) {
 }
 
 void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
-                           const proto::PushTaskRequest& request, const Invoke& invoke,
-                           bool found, const std::string& not_found_message) {
+                           const proto::PushTaskRequest& request, const Invoke& invoke, bool found,
+                           const std::string& not_found_message) {
   const proto::TaskSpec& spec = request.spec();
   proto::PushTaskReply reply;
   auto fail = [&](proto::ErrorType type, std::string type_name, std::string message) {
@@ -279,8 +278,9 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
       if (!v.ok()) {
         fail(v.status().code() == absl::StatusCode::kResourceExhausted ? proto::OBJECT_STORE_FULL
                                                                        : proto::OBJECT_LOST,
-             "", absl::StrCat("cannot read an argument of ", spec.function_name(), ": ",
-                              v.status().message()));
+             "",
+             absl::StrCat("cannot read an argument of ", spec.function_name(), ": ",
+                          v.status().message()));
         break;
       }
       args.push_back(std::move(*v));
@@ -306,16 +306,16 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
         });
         internal::EncodedValue result = invoke(args);
         if (!ref_status.ok()) {
-          throw ObjectLostError(absl::StrCat("an ObjectRef in the result of ",
-                                             spec.function_name(), " is lost: ",
-                                             ref_status.message()));
+          throw ObjectLostError(absl::StrCat("an ObjectRef in the result of ", spec.function_name(),
+                                             " is lost: ", ref_status.message()));
         }
         absl::Status s = StoreResult(spec, std::move(result), &reply);
         if (!s.ok()) {
-          fail(s.code() == absl::StatusCode::kResourceExhausted ? proto::OBJECT_STORE_FULL
-                                                                : proto::OBJECT_LOST,
-               "", absl::StrCat("cannot store the result of ", spec.function_name(), ": ",
-                                s.message()));
+          fail(
+              s.code() == absl::StatusCode::kResourceExhausted ? proto::OBJECT_STORE_FULL
+                                                               : proto::OBJECT_LOST,
+              "",
+              absl::StrCat("cannot store the result of ", spec.function_name(), ": ", s.message()));
         }
       } catch (const SerializationError& e) {
         fail(proto::SERIALIZATION, "raio::SerializationError",
@@ -329,8 +329,8 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
       CoreWorker::SetExecutingTask(false);
     }
   }
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::steady_clock::now() - start);
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                  start);
   reply.set_exec_duration_us(static_cast<uint64_t>(us.count()));
   conn->Reply(h, reply);
 }

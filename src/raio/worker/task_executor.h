@@ -66,8 +66,8 @@ class TaskExecutor {
   void Execute(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                const proto::PushTaskRequest& request, const Invoke& invoke, bool found,
                const std::string& not_found_message);
-  void CreateActorInstance(const std::shared_ptr<rpc::Connection>& conn,
-                           const rpc::FrameHeader& h, proto::CreateActorInstanceRequest req);
+  void CreateActorInstance(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                           proto::CreateActorInstanceRequest req);
   void RunActorTask(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                     const proto::PushActorTaskRequest& req);
   // Turns a pushed argument into a value view (pinning in-store objects).

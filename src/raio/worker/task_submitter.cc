@@ -13,8 +13,7 @@
 namespace raio::worker {
 
 std::shared_ptr<const proto::ErrorInfo> MakeError(proto::ErrorType type, std::string message,
-                                                  std::string function_name,
-                                                  std::string node_id) {
+                                                  std::string function_name, std::string node_id) {
   auto e = std::make_shared<proto::ErrorInfo>();
   e->set_type(type);
   e->set_message(std::move(message));
@@ -22,7 +21,6 @@ std::shared_ptr<const proto::ErrorInfo> MakeError(proto::ErrorType type, std::st
   e->set_node_id(std::move(node_id));
   return e;
 }
-
 
 TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv,
                              std::atomic<uint64_t>& completions, ObjectTable& objects,
@@ -77,7 +75,8 @@ bool TaskSubmitter::TryResolve(TaskEntry* t) {
   auto* args = t->request.mutable_spec()->mutable_args();
   // Fills `arg` from object `id`: its inline value, or its store id (read in place by
   // the worker). Returns the object's error, if any.
-  auto fill = [&](proto::TaskArg* arg, const ObjectId& id) -> std::shared_ptr<const proto::ErrorInfo> {
+  auto fill = [&](proto::TaskArg* arg,
+                  const ObjectId& id) -> std::shared_ptr<const proto::ErrorInfo> {
     ObjectEntry* e = objects_.Find(id);
     if (e == nullptr) {
       return MakeError(proto::OBJECT_LOST,
@@ -140,8 +139,8 @@ void TaskSubmitter::Enqueue(TaskEntry* t) {
 void TaskSubmitter::Dispatch(SchedulingClass* cls) {
   int depth = 1;
   if (cls->mean_exec_us >= 0) {
-    double d = static_cast<double>(config::kPipelineTarget.count()) /
-               std::max(cls->mean_exec_us, 1.0);
+    double d =
+        static_cast<double>(config::kPipelineTarget.count()) / std::max(cls->mean_exec_us, 1.0);
     depth = static_cast<int>(std::clamp(d, 1.0, static_cast<double>(config::kMaxPipelineDepth)));
   }
   // Fill the least-loaded leases first so that work spreads over workers.
@@ -157,7 +156,8 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
     PushTask(cls, best, t);
   }
   if (!cls->queue.empty()) {
-    std::size_t wanted = std::min<std::size_t>(cls->queue.size(), config::kMaxPendingLeaseRequestsPerClass);
+    std::size_t wanted =
+        std::min<std::size_t>(cls->queue.size(), config::kMaxPendingLeaseRequestsPerClass);
     std::size_t open = cls->pending_requests.size() - cls->cancelling.size();
     for (std::size_t i = open; i < wanted; ++i) RequestLease(cls);
   } else {
@@ -166,8 +166,9 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
       if (cls->cancelling.insert(id).second) {
         proto::LeaseIdRequest req;
         req.set_lease_id(id.Binary());
-        node_->Call(proto::CANCEL_WORKER_LEASE, req, [](const absl::StatusOr<std::string_view>&) {},
-                    config::kControlRpcTimeout);
+        node_->Call(
+            proto::CANCEL_WORKER_LEASE, req, [](const absl::StatusOr<std::string_view>&) {},
+            config::kControlRpcTimeout);
       }
     }
     if (loop_.InLoopThread()) {
@@ -225,8 +226,9 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
   }
   proto::PushTaskReply r;
   if (!r.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
-    Complete(t, {}, false, MakeError(proto::SERIALIZATION, "malformed reply from worker",
-                                     t->request.spec().function_name(), node_id_hex_));
+    Complete(t, {}, false,
+             MakeError(proto::SERIALIZATION, "malformed reply from worker",
+                       t->request.spec().function_name(), node_id_hex_));
   } else {
     double us = static_cast<double>(r.exec_duration_us());
     cls->mean_exec_us = cls->mean_exec_us < 0 ? us : 0.8 * cls->mean_exec_us + 0.2 * us;
@@ -278,10 +280,9 @@ void TaskSubmitter::Complete(TaskEntry* t, internal::ValueView value, bool in_st
 
 void TaskSubmitter::FinishObject(const ObjectId& id, internal::ValueView value, bool in_store,
                                  std::shared_ptr<const proto::ErrorInfo> error) {
-  std::vector<TaskEntry*> dependents =
-      error      ? objects_.SetError(id, std::move(error))
-      : in_store ? objects_.SetInStore(id)
-                 : objects_.SetValue(id, std::move(value));
+  std::vector<TaskEntry*> dependents = error      ? objects_.SetError(id, std::move(error))
+                                       : in_store ? objects_.SetInStore(id)
+                                                  : objects_.SetValue(id, std::move(value));
   completions_.fetch_add(1, std::memory_order_release);
   ready_cv_.SignalAll();
   if (!dependents.empty()) OnDependenciesReady(std::move(dependents));
@@ -294,7 +295,8 @@ void TaskSubmitter::RequestLease(SchedulingClass* cls) {
   req.set_lease_id(id.Binary());
   cls->demand.ToProto(req.mutable_demand());
   req.set_backlog(static_cast<uint32_t>(cls->queue.size()));
-  if (!cls->queue.empty()) req.set_function_name(cls->queue.front()->request.spec().function_name());
+  if (!cls->queue.empty())
+    req.set_function_name(cls->queue.front()->request.spec().function_name());
   node_->Call(proto::REQUEST_WORKER_LEASE, req,
               [this, cls, id](const absl::StatusOr<std::string_view>& reply) {
                 OnLeaseReply(cls, id, reply);
@@ -333,8 +335,9 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
     RAIO_LOG_WARN("cannot reach leased worker: {}", conn.status().message());
     proto::LeaseIdRequest ret;
     ret.set_lease_id(id.Binary());
-    node_->Call(proto::RETURN_WORKER_LEASE, ret, [](const absl::StatusOr<std::string_view>&) {},
-                config::kControlRpcTimeout);
+    node_->Call(
+        proto::RETURN_WORKER_LEASE, ret, [](const absl::StatusOr<std::string_view>&) {},
+        config::kControlRpcTimeout);
     Dispatch(cls);
     return;
   }
@@ -359,7 +362,8 @@ void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<Lea
   lease->idle_since = std::chrono::steady_clock::now();
   if (lease->timer_armed) return;
   lease->timer_armed = true;
-  if (!lease->idle_timer) lease->idle_timer = std::make_unique<boost::asio::steady_timer>(loop_.io());
+  if (!lease->idle_timer)
+    lease->idle_timer = std::make_unique<boost::asio::steady_timer>(loop_.io());
   lease->idle_timer->expires_after(config::kLeaseIdleTimeout);
   lease->idle_timer->async_wait([this, cls, lease](const boost::system::error_code& ec) {
     if (ec) return;
@@ -382,8 +386,9 @@ void TaskSubmitter::ReturnLease(SchedulingClass* cls, const std::shared_ptr<Leas
   cls->leases.erase(lease->id);
   proto::LeaseIdRequest req;
   req.set_lease_id(lease->id.Binary());
-  node_->Call(proto::RETURN_WORKER_LEASE, req, [](const absl::StatusOr<std::string_view>&) {},
-              config::kControlRpcTimeout);
+  node_->Call(
+      proto::RETURN_WORKER_LEASE, req, [](const absl::StatusOr<std::string_view>&) {},
+      config::kControlRpcTimeout);
 }
 
 void TaskSubmitter::FailQueued(SchedulingClass* cls, proto::ErrorType type,

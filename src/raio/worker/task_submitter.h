@@ -33,11 +33,11 @@ struct TaskEntry {
   ObjectId return_id;
   SchedulingClass* cls = nullptr;
   int retries_left = 0;
-  int unresolved = 0;                   // ObjectRef args not yet ready
-  std::vector<ObjectId> arg_refs;       // held as task-arg references (in-store ones until done)
+  int unresolved = 0;              // ObjectRef args not yet ready
+  std::vector<ObjectId> arg_refs;  // held as task-arg references (in-store ones until done)
   std::vector<std::pair<int, std::vector<ObjectId>>> ref_args;  // arg index -> ids
   std::vector<bool> ref_arg_is_list;
-  std::vector<ObjectId> held_refs;      // refs inside by-value args, held until done
+  std::vector<ObjectId> held_refs;  // refs inside by-value args, held until done
 };
 
 struct LeaseState {
@@ -64,9 +64,8 @@ struct SchedulingClass {
 class TaskSubmitter {
  public:
   TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv, std::atomic<uint64_t>& completions,
-                ObjectTable& objects, EventLoop& loop,
-                std::shared_ptr<rpc::Connection> node, std::string node_id_hex,
-                bool node_has_gpus, WorkerId self);
+                ObjectTable& objects, EventLoop& loop, std::shared_ptr<rpc::Connection> node,
+                std::string node_id_hex, bool node_has_gpus, WorkerId self);
   ~TaskSubmitter();
 
   // Takes ownership of a task whose return object already exists in the table.
@@ -80,14 +79,13 @@ class TaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Completes object `id`: stores the result, wakes waiters, resolves dependent tasks.
   void FinishObject(const ObjectId& id, internal::ValueView value, bool in_store,
-                    std::shared_ptr<const proto::ErrorInfo> error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                    std::shared_ptr<const proto::ErrorInfo> error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails every queued task (the node is gone or we are shutting down).
   void FailAll(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes worker connections and forgets every lease (node returns them on our close).
   void Shutdown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::size_t num_pending_tasks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return tasks_.size();
-  }
+  std::size_t num_pending_tasks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return tasks_.size(); }
 
  private:
   bool TryResolve(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -112,7 +110,7 @@ class TaskSubmitter {
   void FailQueued(SchedulingClass* cls, proto::ErrorType type, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<rpc::Connection>> WorkerConnection(const WorkerId& worker,
-                                                                     const std::string& path)
+                                                                    const std::string& path)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex& mu_;

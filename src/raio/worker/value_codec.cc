@@ -45,17 +45,39 @@ absl::Status AppendAsMsgpack(const internal::ValueView& value, std::string* out)
     }
     case internal::ValueFormat::kArray:
       switch (value.dtype) {
-        case DType::kI8: AppendArray<int8_t>(value.bytes, out); break;
-        case DType::kU8: AppendArray<uint8_t>(value.bytes, out); break;
-        case DType::kChar: AppendArray<char>(value.bytes, out); break;
-        case DType::kI16: AppendArray<int16_t>(value.bytes, out); break;
-        case DType::kU16: AppendArray<uint16_t>(value.bytes, out); break;
-        case DType::kI32: AppendArray<int32_t>(value.bytes, out); break;
-        case DType::kU32: AppendArray<uint32_t>(value.bytes, out); break;
-        case DType::kI64: AppendArray<int64_t>(value.bytes, out); break;
-        case DType::kU64: AppendArray<uint64_t>(value.bytes, out); break;
-        case DType::kF32: AppendArray<float>(value.bytes, out); break;
-        case DType::kF64: AppendArray<double>(value.bytes, out); break;
+        case DType::kI8:
+          AppendArray<int8_t>(value.bytes, out);
+          break;
+        case DType::kU8:
+          AppendArray<uint8_t>(value.bytes, out);
+          break;
+        case DType::kChar:
+          AppendArray<char>(value.bytes, out);
+          break;
+        case DType::kI16:
+          AppendArray<int16_t>(value.bytes, out);
+          break;
+        case DType::kU16:
+          AppendArray<uint16_t>(value.bytes, out);
+          break;
+        case DType::kI32:
+          AppendArray<int32_t>(value.bytes, out);
+          break;
+        case DType::kU32:
+          AppendArray<uint32_t>(value.bytes, out);
+          break;
+        case DType::kI64:
+          AppendArray<int64_t>(value.bytes, out);
+          break;
+        case DType::kU64:
+          AppendArray<uint64_t>(value.bytes, out);
+          break;
+        case DType::kF32:
+          AppendArray<float>(value.bytes, out);
+          break;
+        case DType::kF64:
+          AppendArray<double>(value.bytes, out);
+          break;
         default:
           return absl::InvalidArgumentError("array with an unknown element type");
       }

@@ -22,13 +22,12 @@ LocalResourceManager::LocalResourceManager(ResourceSet total)
 absl::Status LocalResourceManager::CheckFeasible(const ResourceSet& demand) const {
   int64_t gpu = demand.GetFixed("GPU");
   if (gpu > kOne && gpu % kOne != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a GPU demand above 1 must be a whole number, got ", demand.Get("GPU")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a GPU demand above 1 must be a whole number, got ", demand.Get("GPU")));
   }
   if (!total_.Contains(demand)) {
-    return absl::ResourceExhaustedError(absl::StrCat("demand ", demand.ToString(),
-                                                     " exceeds the node's total ",
-                                                     total_.ToString()));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "demand ", demand.ToString(), " exceeds the node's total ", total_.ToString()));
   }
   return absl::OkStatus();
 }

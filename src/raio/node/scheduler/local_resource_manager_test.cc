@@ -116,8 +116,7 @@ TEST(LocalResourceManagerTest, DemandAboveTotalIsInfeasible) {
   EXPECT_EQ(cpu.code(), absl::StatusCode::kResourceExhausted) << cpu;
   EXPECT_NE(cpu.message().find("CPU: 5"), std::string_view::npos) << cpu;
   EXPECT_EQ(m.CheckFeasible(Make({{"GPU", 2}})).code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(m.CheckFeasible(Make({{"custom", 1}})).code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(m.CheckFeasible(Make({{"custom", 1}})).code(), absl::StatusCode::kResourceExhausted);
   // Feasibility ignores current use.
   ASSERT_TRUE(m.TryAllocate(Make({{"CPU", 4}})).has_value());
   EXPECT_TRUE(m.CheckFeasible(Make({{"CPU", 4}, {"GPU", 1}})).ok());

@@ -88,7 +88,8 @@ absl::StatusOr<WorkerProcess*> WorkerPool::OnRegistered(const WorkerId& id, pid_
     return absl::NotFoundError("no worker with this id is starting on this node");
   }
   WorkerProcess& w = it->second;
-  if (w.pid != pid) RAIO_LOG_WARN("worker {} registered with pid {}, spawned as {}", id.Hex(), pid, w.pid);
+  if (w.pid != pid)
+    RAIO_LOG_WARN("worker {} registered with pid {}, spawned as {}", id.Hex(), pid, w.pid);
   w.conn = std::move(conn);
   w.socket_path = std::move(socket_path);
   w.state = WorkerProcess::State::kIdle;

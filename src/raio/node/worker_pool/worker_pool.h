@@ -8,8 +8,8 @@
 
 #include <chrono>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,8 +35,8 @@ struct WorkerProcess {
   std::chrono::steady_clock::time_point started;
   std::shared_ptr<rpc::Connection> conn;  // set at registration
   std::string socket_path;
-  LeaseId lease;                          // when leased
-  bool hosts_actor = false;               // leased to an actor for its lifetime
+  LeaseId lease;             // when leased
+  bool hosts_actor = false;  // leased to an actor for its lifetime
 };
 
 class WorkerPool {
