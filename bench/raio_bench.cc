@@ -553,9 +553,8 @@ Rounds RunRounds(const std::string& phase, int calls, int rounds, std::chrono::s
 
 std::vector<Row> RoundRows(const std::string& name, const Rounds& r, int calls,
                            std::optional<double> target, nlohmann::json extra = {}) {
-  nlohmann::json d = {{"calls_per_round", calls},
-                      {"rounds", r.rates.size()},
-                      {"calls_per_s_each_round", r.rates}};
+  nlohmann::json d = {
+      {"calls_per_round", calls}, {"rounds", r.rates.size()}, {"calls_per_s_each_round", r.rates}};
   if (!r.submit_rates.empty()) d["submit_only_calls_per_s_each_round"] = r.submit_rates;
   if (extra.is_object()) d.update(extra);
   Row best = Make(name + " (best)", *std::max_element(r.rates.begin(), r.rates.end()), "calls/s");

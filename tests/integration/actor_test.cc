@@ -228,6 +228,35 @@ TEST_F(ActorTest, KilledInTheMiddleOfAStreamOfCallsWithRetries) {
   EXPECT_NE(counter.Task(&Counter::Pid).Remote().Get(), pid);
 }
 
+TEST_F(ActorTest, ResultsOfQueuedLongCallsArriveOneByOne) {
+  // Regression: replies of calls pushed together were held until the whole batch ran.
+  auto counter = raio::Actor(Counter::Create).Remote(0);
+  counter.Task(&Counter::Get).Remote().Get();
+  std::vector<raio::ObjectRef<int>> refs;
+  for (int i = 0; i < 3; ++i) refs.push_back(counter.Task(&Counter::SlowIncr).Remote(400));
+  EXPECT_EQ(refs[0].Get(10s), 1);
+  auto [ready, pending] = raio::Wait(refs, 3, 0ms);
+  EXPECT_GE(pending.size(), 1u) << "the first result waited for the later calls";
+  EXPECT_EQ(refs[2].Get(10s), 3);
+}
+
+TEST_F(ActorTest, CallsAfterKillWithRestartReachTheNewInstance) {
+  auto counter = raio::Actor(Counter::Create).SetMaxRestarts(1).Remote(10);
+  EXPECT_EQ(counter.Task(&Counter::Get).Remote().Get(), 10);
+  counter.Kill(/*no_restart=*/false);
+  EXPECT_EQ(counter.Task(&Counter::Get).Remote().Get(10s), 10);
+  counter.Kill(/*no_restart=*/false);  // no restarts left: dead for good
+  try {
+    counter.Task(&Counter::Get).Remote().Get(10s);
+    FAIL() << "expected ActorDiedError";
+  } catch (const raio::ActorDiedError& e) {
+    EXPECT_NE(std::string(e.what()).find("no restarts left"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(raio::ActorHandle<Counter>().Task(&Counter::Get).Remote(), raio::InvalidUsageError);
+  EXPECT_THROW(raio::Actor(Counter::Create).SetMaxConcurrency(1000000).Remote(0),
+               raio::InvalidUsageError);
+}
+
 TEST_F(ActorTest, ResourcesAreHeldForTheActorsLifetime) {
   auto holder = raio::Actor(Counter::Create).SetResource("slot", 1).Remote(0);
   EXPECT_EQ(holder.Task(&Counter::Incr).Remote(1).Get(), 1);

@@ -26,6 +26,11 @@ inline constexpr int kMaxPipelineDepth = 64;
 // polling this long after each event; a Get keeps checking this long before it sleeps.
 inline constexpr std::chrono::microseconds kLoopSpin{50};
 inline constexpr std::chrono::microseconds kGetSpin{100};
+// A worker coalesces the replies of tasks shorter than this with the rest of the batch
+// of pushes it is running; longer tasks' replies are written at once.
+inline constexpr std::chrono::microseconds kReplyCoalesceLimit{50};
+// Most threads a concurrent actor may run calls on (SetMaxConcurrency).
+inline constexpr int kMaxActorConcurrency = 1000;
 // How often the node reaps exited worker processes.
 inline constexpr std::chrono::milliseconds kWorkerReapInterval{100};
 // A worker that has not registered this long after its start is killed.

@@ -113,8 +113,13 @@ bool ActorManager::Handle(const std::shared_ptr<rpc::Connection>& conn, JobId jo
       auto it = actors_.find(ActorId::FromBinary(req.actor_id()));
       if (it != actors_.end() && it->second.state != proto::ACTOR_DEAD) {
         Record& r = it->second;
-        if (req.no_restart()) {
-          Bury(r, "it was killed with Kill()", /*kill_worker=*/true);
+        int max = r.spec.max_restarts();
+        bool can_restart = max < 0 || static_cast<int>(r.num_restarts) < max;
+        if (req.no_restart() || !can_restart) {
+          Bury(r,
+               req.no_restart() ? "it was killed with Kill()"
+                                : "it was killed with Kill(false) and had no restarts left",
+               /*kill_worker=*/true);
         } else if (!r.worker.IsNil()) {
           WorkerId w = r.worker;
           pool_.Kill(w);  // the restart happens in OnWorkerGone

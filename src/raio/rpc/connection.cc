@@ -48,9 +48,9 @@ void Connection::AppendFrameLocked(FrameKind kind, uint32_t method, uint64_t req
   }
 }
 
-void Connection::KickWriteLocked() {
+void Connection::KickWriteLocked(bool flush_now) {
   if (writing_ || out_.empty()) return;
-  if (io_.get_executor().running_in_this_thread()) {
+  if (!flush_now && io_.get_executor().running_in_this_thread()) {
     // Coalesce: everything sent while this loop iteration runs goes out in one write.
     if (!flush_posted_) {
       flush_posted_ = true;
@@ -58,7 +58,8 @@ void Connection::KickWriteLocked() {
     }
     return;
   }
-  // Another thread with nothing queued: write directly, skipping a thread hop.
+  // Another thread (or an urgent reply) with nothing queued: write directly, skipping a
+  // thread hop.
   ssize_t n =
       ::send(socket_.native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   if (n > 0) out_.erase(0, static_cast<std::size_t>(n));
@@ -141,11 +142,12 @@ void Connection::SendOneWay(uint32_t method, const google::protobuf::MessageLite
   KickWriteLocked();
 }
 
-void Connection::Reply(const FrameHeader& request, const google::protobuf::MessageLite& reply) {
+void Connection::Reply(const FrameHeader& request, const google::protobuf::MessageLite& reply,
+                       bool flush_now) {
   absl::MutexLock lock(&mu_);
   if (closed_) return;
   AppendFrameLocked(FrameKind::kReply, request.method, request.request_id, &reply);
-  KickWriteLocked();
+  KickWriteLocked(flush_now);
 }
 
 void Connection::ReplyError(const FrameHeader& request, const absl::Status& status) {

@@ -59,7 +59,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // Sends a frame that expects no reply.
   void SendOneWay(uint32_t method, const google::protobuf::MessageLite& message);
-  void Reply(const FrameHeader& request, const google::protobuf::MessageLite& reply);
+  // `flush_now`: write at once even on the loop thread instead of coalescing with the rest
+  // of this batch (a worker replying after a long task must not wait for the next one).
+  void Reply(const FrameHeader& request, const google::protobuf::MessageLite& reply,
+             bool flush_now = false);
   void ReplyError(const FrameHeader& request, const absl::Status& status);
 
   // Closes the socket; pending calls fail with Unavailable(reason). Idempotent.
@@ -76,7 +79,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void AppendFrameLocked(FrameKind kind, uint32_t method, uint64_t request_id,
                          const google::protobuf::MessageLite* message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void KickWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void KickWriteLocked(bool flush_now = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Flush();
   void WriteLoop();
   void ReadMore();

@@ -52,6 +52,16 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
   Actor& actor = it->second;
   actor.waiting = false;
   proto::ActorInfo info;
+  if (!reply.ok() && reply.status().code() == absl::StatusCode::kUnavailable) {
+    // The node daemon is gone (cluster stopped): not the actor's fault.
+    std::string why = absl::StrCat("the node daemon is gone: ", reply.status().message());
+    std::deque<std::shared_ptr<Call>> queue;
+    queue.swap(actor.queue);
+    for (auto& call : actor.lost) queue.push_back(call);
+    actor.lost.clear();
+    for (auto& call : queue) Fail(call, why, proto::NODE_DIED);
+    return;
+  }
   if (!reply.ok() || !info.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
     actor.state = Actor::State::kDead;
     actor.death_cause =
@@ -69,7 +79,19 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
       WaitForActor(actor, info.incarnation() + 1);
       return;
     }
-    (*conn)->Start(nullptr, nullptr);
+    // When the actor's process goes, stop sending there at once and wait for its next
+    // incarnation (calls submitted meanwhile queue instead of failing).
+    (*conn)->Start(nullptr,
+                   [this, id](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
+                     absl::MutexLock lock(&mu_);
+                     if (shut_down_) return;
+                     auto it = actors_.find(id);
+                     if (it == actors_.end() || it->second.conn != c) return;
+                     Actor& a = it->second;
+                     a.state = Actor::State::kResolving;
+                     a.conn.reset();
+                     if (!a.waiting) WaitForActor(a, a.incarnation + 1);
+                   });
     actor.conn = *conn;
     actor.incarnation = info.incarnation();
     actor.max_task_retries = info.max_task_retries();
@@ -92,6 +114,13 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
 }
 
 void ActorSubmitter::Flush(Actor& actor) {
+  if (!actor.conn || actor.conn->closed()) {
+    // The process went away since we connected: nothing sent there could run.
+    actor.state = Actor::State::kResolving;
+    actor.conn.reset();
+    if (!actor.waiting) WaitForActor(actor, actor.incarnation + 1);
+    return;
+  }
   while (!actor.queue.empty()) {
     std::shared_ptr<Call> call = std::move(actor.queue.front());
     actor.queue.pop_front();
@@ -151,11 +180,12 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
   }
 }
 
-void ActorSubmitter::Fail(const std::shared_ptr<Call>& call, const std::string& message) {
+void ActorSubmitter::Fail(const std::shared_ptr<Call>& call, const std::string& message,
+                          proto::ErrorType type) {
   for (const auto& ref : call->held) objects_.RemoveTaskArgRef(ref);
   call->held.clear();
   tasks_.FinishObject(call->return_id, {}, false,
-                      MakeError(proto::ACTOR_DIED, message, call->request.method_name()));
+                      MakeError(type, message, call->request.method_name()));
 }
 
 void ActorSubmitter::Shutdown() {

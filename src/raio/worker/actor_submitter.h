@@ -61,8 +61,8 @@ class ActorSubmitter {
   void Flush(Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnReply(const ActorId& id, uint32_t incarnation, uint64_t sequence,
                const absl::StatusOr<std::string_view>& reply);
-  void Fail(const std::shared_ptr<Call>& call, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Fail(const std::shared_ptr<Call>& call, const std::string& message,
+            proto::ErrorType type = proto::ACTOR_DIED) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finish(const std::shared_ptr<Call>& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex& mu_;

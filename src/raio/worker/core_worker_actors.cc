@@ -76,7 +76,10 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
     throw InvalidUsageError(
         absl::StrCat("invalid actor resources: ", resources.status().message()));
   }
-  if (options.max_concurrency < 1) throw InvalidUsageError("SetMaxConcurrency: must be >= 1");
+  if (options.max_concurrency < 1 || options.max_concurrency > config::kMaxActorConcurrency) {
+    throw InvalidUsageError(
+        absl::StrCat("SetMaxConcurrency: must be between 1 and ", config::kMaxActorConcurrency));
+  }
   if (options.max_restarts < -1) throw InvalidUsageError("SetMaxRestarts: must be >= -1");
   if (options.max_task_retries < -1) throw InvalidUsageError("SetMaxTaskRetries: must be >= -1");
   proto::CreateActorRequest req;
@@ -117,6 +120,7 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
 
 ObjectId CoreWorker::SubmitActorTask(const ActorId& actor, const std::string& method_name,
                                      std::vector<internal::TaskArg> args) {
+  if (actor.IsNil()) throw InvalidUsageError("call on an empty ActorHandle");
   proto::PushActorTaskRequest req;
   req.set_actor_id(actor.Binary());
   req.set_method_name(method_name);
@@ -136,6 +140,7 @@ ObjectId CoreWorker::SubmitActorTask(const ActorId& actor, const std::string& me
 }
 
 void CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
+  if (actor.IsNil()) throw InvalidUsageError("Kill on an empty ActorHandle");
   proto::KillActorRequest req;
   req.set_actor_id(actor.Binary());
   req.set_no_restart(no_restart);

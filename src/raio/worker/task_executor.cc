@@ -332,7 +332,9 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
                                                                   start);
   reply.set_exec_duration_us(static_cast<uint64_t>(us.count()));
-  conn->Reply(h, reply);
+  // Tiny tasks' replies leave together after the batch of pushes that carried them; a
+  // longer task's reply goes at once, so the calls queued behind it do not hold it back.
+  conn->Reply(h, reply, /*flush_now=*/us > config::kReplyCoalesceLimit);
 }
 
 }  // namespace raio::worker
