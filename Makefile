@@ -5,7 +5,9 @@ RELEASE_DIR ?= build-release
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: deps build demo test bench release clean format
+ASAN_DIR ?= build-asan
+
+.PHONY: deps build demo test bench release sanitize clean format
 
 deps:
 	@bash scripts/install-deps.sh
@@ -34,8 +36,16 @@ release: deps $(RELEASE_DIR)/build.ninja
 bench: release
 	$(RELEASE_DIR)/bench/raio_bench
 
+# Unit and integration tests built with address and undefined-behaviour sanitizers.
+sanitize: deps
+	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRAIO_BUILD_BENCH=OFF \
+	  -DRAIO_SANITIZE=address,undefined $(CMAKE_FLAGS)
+	cmake --build $(ASAN_DIR) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE slow -E install_standalone_project
+
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD_DIR) $(RELEASE_DIR)
+	rm -rf $(BUILD_DIR) $(RELEASE_DIR) $(ASAN_DIR)
