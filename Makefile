@@ -18,9 +18,10 @@ $(BUILD_DIR)/build.ninja:
 build: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# The main example on the embedded local cluster.
+# The main example on the embedded local cluster: distributed MLP training and a
+# hyperparameter search on the UCI digits data set (examples/digits).
 demo: build
-	$(BUILD_DIR)/examples/quickstart
+	$(BUILD_DIR)/examples/digits/digits
 
 # Unit, integration and chaos tests (everything but the `slow` label).
 test: build
