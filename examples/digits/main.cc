@@ -213,7 +213,7 @@ int Run(const Flags& flags) {
   auto val_x = raio::Put(split.validation.x);
   auto val_y = raio::Put(split.validation.y);
   std::printf(
-      "data: %d rows from %s: %d train (%d shards in the object store), %d validation, "
+      "data: %d rows from %s: %d train in %d shards (each Put once), %d validation, "
       "%d test\n",
       data.NumRows(), flags.data.c_str(), split.train.NumRows(), flags.workers,
       split.validation.NumRows(), split.test.NumRows());
