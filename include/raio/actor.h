@@ -133,7 +133,6 @@ class ActorHandle {
 template <typename T, typename... P>
 class ActorCreator {
  public:
-  using Factory = T* (*)(P...);
   ActorCreator(const void* key, std::string class_name)
       : key_(key), class_name_(std::move(class_name)) {}
 

@@ -114,8 +114,6 @@ ObjectStats GetObjectStats();
 void AddLocalReference(const ObjectId& id);
 void RemoveLocalReference(const ObjectId& id);
 
-// Returns the registered name of a function (keyed by its address) or nullptr.
-const std::string* FindFunctionName(const void* function_key);
 // Returns the name to submit a function under. Throws InvalidUsageError when it is not
 // registered, or when another function was registered under the same name first.
 const std::string& ResolveFunctionName(const void* function_key);

@@ -106,13 +106,6 @@ const std::string& ResolveFunctionName(const void* key) {
   return it->second;
 }
 
-const std::string* FindFunctionName(const void* key) {
-  auto& r = worker::GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.by_key.find(key);
-  return it == r.by_key.end() ? nullptr : &it->second;
-}
-
 std::vector<std::string> SplitMacroList(std::string_view text) {
   std::vector<std::string> out;
   int depth = 0;
