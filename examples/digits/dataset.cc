@@ -33,14 +33,14 @@ void ParseRow(std::string_view row, const std::string& path, int line, Dataset& 
            "column " + std::to_string(column + 1) + ": not a number: '" + std::string(cell) + "'");
     }
     if (column < kNumFeatures) {
-      if (value < 0 || value > 16) {
+      if (!(value >= 0 && value <= 16)) {  // also rejects NaN
         Fail(path, line,
              "column " + std::to_string(column + 1) + ": pixel value " + std::string(cell) +
                  " is outside 0..16");
       }
       out.x.push_back(static_cast<float>(value / 16.0));
     } else if (column == kNumFeatures) {
-      if (value < 0 || value > 9 || value != static_cast<int>(value)) {
+      if (!(value >= 0 && value <= 9) || value != static_cast<int>(value)) {
         Fail(path, line, "label " + std::string(cell) + " is not an integer in 0..9");
       }
       out.y.push_back(static_cast<int32_t>(value));
@@ -71,7 +71,7 @@ Dataset LoadDigitsCsv(const std::string& path, int max_rows) {
                              " (install python3-sklearn, or pass --data PATH)");
   }
   bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
-  std::FILE* file = gz ? popen(("gzip -dc " + ShellQuote(path) + " 2>/dev/null").c_str(), "r")
+  std::FILE* file = gz ? popen(("gzip -dc -- " + ShellQuote(path) + " 2>/dev/null").c_str(), "r")
                        : std::fopen(path.c_str(), "r");
   if (file == nullptr) throw std::runtime_error("cannot open data file: " + path);
   Dataset data;
@@ -102,7 +102,12 @@ Dataset LoadDigitsCsv(const std::string& path, int max_rows) {
     }
     if (!truncated && !line.empty()) flush_line();
   } catch (...) {
-    gz ? pclose(file) : std::fclose(file);
+    int status = gz ? pclose(file) : std::fclose(file);
+    // A parse error on a gzip stream that itself failed means the file is damaged.
+    if (gz && !truncated && status != 0) {
+      throw std::runtime_error("cannot read data file: " + path +
+                               " (gzip -dc failed: truncated or not a gzip file?)");
+    }
     throw;
   }
   int status = gz ? pclose(file) : std::fclose(file);

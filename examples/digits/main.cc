@@ -208,6 +208,13 @@ int Run(const Flags& flags) {
     return 2;
   }
   digits::Split split = digits::SplitDataset(data, static_cast<uint64_t>(flags.seed));
+  if (split.train.NumRows() < flags.workers || split.validation.NumRows() == 0) {
+    std::cerr << "digits: error: " << data.NumRows() << " rows give " << split.train.NumRows()
+              << " training and " << split.validation.NumRows()
+              << " validation rows; need at least --workers (" << flags.workers
+              << ") training rows and one validation row (raise --subset or lower --workers)\n";
+    return 2;
+  }
   std::vector<Dataset> shards = digits::Shard(split.train, flags.workers);
   ShardRefs refs = PutShards(shards);
   auto val_x = raio::Put(split.validation.x);
