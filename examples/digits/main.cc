@@ -80,7 +80,7 @@ using digits::WorkerGradient;
 struct Flags {
   std::string data = digits::kDefaultDataPath;
   std::string mode = "sync";
-  int workers = 4;
+  int workers = 2;
   int epochs = 20;
   int trials = 8;
   int64_t seed = 42;
