@@ -44,7 +44,7 @@ expect_error pixel_nan "pixel value nan is outside 0..16" --data "$dir/nan.csv"
 head -c 3000 "${DIGITS_CSV:-/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz}" \
   >"$dir/trunc.csv.gz"
 expect_error truncated_gzip "truncated or not a gzip file" --data "$dir/trunc.csv.gz"
-expect_error too_few_rows "need at least --workers (4) training rows" --subset 5 --trials 0
+expect_error too_few_rows "need at least --workers (4) training rows" --subset 5 --trials 0 --workers 4
 
 for mode in sync async; do
   rc=0
