@@ -85,6 +85,13 @@ class ObjectLostError : public RaioException {
   using RaioException::RaioException;
 };
 
+// The object's owner (the process that created it: the driver or worker that submitted
+// the task or called Put) died, so the object is gone (objects fate-share with their
+// owner, as in Ray). The message names the owner.
+class OwnerDiedError : public ObjectLostError {
+  using ObjectLostError::ObjectLostError;
+};
+
 // The API was used in a wrong state (Init twice, a call before Init or after Shutdown)
 // or with an invalid argument (negative resources, unregistered function).
 class InvalidUsageError : public RaioException {

@@ -239,6 +239,20 @@ TEST_F(ObjectStoreTest, ADeadBorrowerDoesNotKeepAnObjectAlive) {
   })) << raio::internal::GetObjectStats().store_objects;
 }
 
+TEST_F(ObjectStoreTest, BorrowersOfADeadOwnerGetOwnerDiedError) {
+  OwnedRef owned = raio::Task(MakeOwnedRef).Remote(5).Get();
+  ASSERT_GT(owned.pid, 0);
+  ::kill(owned.pid, SIGKILL);  // the worker that owns the object
+  try {
+    owned.ref.Get(10s);
+    FAIL() << "expected OwnerDiedError";
+  } catch (const raio::OwnerDiedError& e) {
+    EXPECT_NE(std::string(e.what()).find("owner"), std::string::npos) << e.what();
+  }
+  // A dependent task fails the same way instead of hanging.
+  EXPECT_THROW(raio::Task(Add).Remote(owned.ref, 1).Get(10s), raio::OwnerDiedError);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

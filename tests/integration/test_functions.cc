@@ -170,3 +170,8 @@ int Accumulator::Total() const { return total_; }
 }  // namespace raio_test
 RAIO_REMOTE(raio_test::Accumulator::Create, &raio_test::Accumulator::Add,
             &raio_test::Accumulator::Total);
+
+namespace raio_test {
+OwnedRef MakeOwnedRef(int value) { return OwnedRef{raio::Put(value), static_cast<int>(getpid())}; }
+}  // namespace raio_test
+RAIO_REMOTE(raio_test::MakeOwnedRef);

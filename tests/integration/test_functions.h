@@ -84,3 +84,13 @@ class Accumulator {
   int total_;
 };
 }  // namespace raio_test
+
+namespace raio_test {
+// A ref to a small object owned by the worker that ran the task, and that worker's pid.
+struct OwnedRef {
+  raio::ObjectRef<int> ref;
+  int pid = 0;
+  RAIO_SERIALIZE(ref, pid);
+};
+OwnedRef MakeOwnedRef(int value);
+}  // namespace raio_test

@@ -219,6 +219,11 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
     if (view.status().code() == absl::StatusCode::kResourceExhausted) {
       throw ObjectStoreFullError(std::string(view.status().message()));
     }
+    if (!owner_address.empty()) {
+      throw OwnerDiedError(absl::StrCat("object ", id.Hex(), " is gone: its owner at ",
+                                        owner_address, " freed it or died (",
+                                        view.status().message(), ")"));
+    }
     throw ObjectLostError(absl::StrCat(
         "object ", id.Hex(), " could not be read from the store: ", view.status().message(),
         owner_address.empty()
@@ -297,6 +302,8 @@ void CoreWorker::ThrowError(const proto::ErrorInfo& e, const ObjectId& id) {
       throw ObjectStoreFullError(e.message());
     case proto::ACTOR_DIED:
       throw ActorDiedError(e.message());
+    case proto::OWNER_DIED:
+      throw OwnerDiedError(e.message());
     default:
       throw ObjectLostError(absl::StrCat("object ", id.Hex(), ": ", e.message()));
   }

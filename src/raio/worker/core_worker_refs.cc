@@ -177,7 +177,7 @@ void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
   e.fetch_requested = true;
   auto conn = OwnerConnectionLocked(e.owner_address);
   auto fail = [this, id](const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    submitter_.OnDependenciesReady(objects_.SetError(id, MakeError(proto::OBJECT_LOST, why)));
+    submitter_.OnDependenciesReady(objects_.SetError(id, MakeError(proto::OWNER_DIED, why)));
     completions_.fetch_add(1, std::memory_order_release);
     ready_cv_.SignalAll();
   };
@@ -267,9 +267,12 @@ void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& o
     absl::MutexLock lock(&mu_);
     if (ObjectEntry* e = objects_.Find(id)) {
       e->owner_registrations = 0;
+      // Unreachable owner: it died; NotFound: it already freed the object.
       objects_.SetError(
-          id, MakeError(proto::OBJECT_LOST,
-                        absl::StrCat("cannot borrow object ", id.Hex(), ": ", s.message())));
+          id, MakeError(
+                  s.code() == absl::StatusCode::kNotFound ? proto::OBJECT_LOST : proto::OWNER_DIED,
+                  absl::StrCat("cannot borrow object ", id.Hex(), " from its owner at ",
+                               owner.owner_address, ": ", s.message())));
       completions_.fetch_add(1, std::memory_order_release);
       ready_cv_.SignalAll();
     }
