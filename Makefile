@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 
 ASAN_DIR ?= build-asan
 
-.PHONY: deps build demo test bench release sanitize clean format
+.PHONY: deps build demo test bench bench-peers release sanitize clean format
 
 deps:
 	@bash scripts/install-deps.sh
@@ -36,6 +36,11 @@ release: deps $(RELEASE_DIR)/build.ninja
 # Microbenchmarks, Release build; prints a table.
 bench: release
 	$(RELEASE_DIR)/bench/raio_bench
+
+# The same workloads on Dask distributed (Debian's python3-distributed, a LocalCluster with
+# one worker process per CPU), side by side with the ratio; see bench/README.md.
+bench-peers: release
+	bash bench/peers.sh $(RELEASE_DIR)
 
 # Unit and integration tests built with address and undefined-behaviour sanitizers.
 sanitize: deps

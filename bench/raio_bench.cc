@@ -1,7 +1,7 @@
 // raio_bench: microbenchmarks of the task and object paths on the embedded cluster (or on
 // RAIO_ADDRESS when it is set).
 //
-//   build-release/bench/raio_bench [--quick] [--no-json] [--startup-runs=N]
+//   build-release/bench/raio_bench [--quick] [--no-json] [--json=PATH] [--startup-runs=N]
 //
 // Measures
 //   - sync no-op tasks: submit one, Get it, repeat (median / p99 round trip, tasks/s);
@@ -150,14 +150,16 @@ int RunStartupChild(Clock::time_point t0) {
 struct Options {
   bool quick = false;
   bool write_json = true;
+  std::string json_path;  // empty: bench/results/<timestamp>.json
   int startup_runs = 5;
 };
 
 void PrintUsage(const char* argv0) {
   std::printf(
-      "usage: %s [--quick] [--no-json] [--startup-runs=N]\n"
+      "usage: %s [--quick] [--no-json] [--json=PATH] [--startup-runs=N]\n"
       "  --quick           shorter run (fewer samples and rounds), a few seconds\n"
       "  --no-json         do not write bench/results/<timestamp>.json\n"
+      "  --json=PATH       write the JSON to PATH instead (used by `make bench-peers`)\n"
       "  --startup-runs=N  child processes for start-to-first-result (default 5, quick 3)\n",
       argv0);
 }
@@ -171,6 +173,9 @@ std::optional<Options> ParseOptions(int argc, char** argv) {
       o.quick = true;
     } else if (a == "--no-json") {
       o.write_json = false;
+    } else if (a.rfind("--json=", 0) == 0) {
+      o.write_json = true;
+      o.json_path = a.substr(std::strlen("--json="));
     } else if (a.rfind("--startup-runs=", 0) == 0) {
       o.startup_runs = std::max(1, std::atoi(a.c_str() + std::strlen("--startup-runs=")));
       runs_set = true;
@@ -1018,10 +1023,16 @@ void WriteJson(const std::vector<Row>& rows, const Options& opt, double total_s,
   }
   j["results"] = arr;
 
-  std::filesystem::path dir = std::filesystem::path(RAIO_BENCH_SOURCE_DIR) / "results";
+  std::filesystem::path file;
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  std::filesystem::path file = dir / (UtcTimestamp("%Y%m%dT%H%M%SZ") + ".json");
+  if (!opt.json_path.empty()) {
+    file = opt.json_path;
+    if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
+  } else {
+    std::filesystem::path dir = std::filesystem::path(RAIO_BENCH_SOURCE_DIR) / "results";
+    std::filesystem::create_directories(dir, ec);
+    file = dir / (UtcTimestamp("%Y%m%dT%H%M%SZ") + ".json");
+  }
   std::ofstream out(file);
   if (!out) {
     std::fprintf(stderr, "raio_bench: cannot write %s\n", file.c_str());
