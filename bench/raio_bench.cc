@@ -68,7 +68,18 @@ std::vector<uint64_t> TouchBuffer(raio::Buffer b) {
   return {b.size(), b.data()[0], b.data()[b.size() - 1]};
 }
 
-RAIO_REMOTE(Noop, Echo, WorkerPid, TouchVector, TouchBuffer);
+// Multi-client benchmark: a task (a "client" on a worker) that submits `count` no-op tasks
+// and Gets them all; returns how many completed. While it blocks in Get it lends its CPU
+// back, so 4 of them run on 2 CPUs.
+long SubmitMany(int count) {
+  std::vector<raio::ObjectRef<void>> refs;
+  refs.reserve(count);
+  for (int i = 0; i < count; ++i) refs.push_back(raio::Task(Noop).Remote());
+  for (const auto& r : refs) r.Get();
+  return static_cast<long>(refs.size());
+}
+
+RAIO_REMOTE(Noop, Echo, WorkerPid, TouchVector, TouchBuffer, SubmitMany);
 
 // Actor benchmarks. The target's Noop only bumps a counter (atomic: it also serves under
 // SetMaxConcurrency), so that Calls() proves every call ran exactly once.
@@ -152,15 +163,17 @@ struct Options {
   bool write_json = true;
   std::string json_path;  // empty: bench/results/<timestamp>.json
   int startup_runs = 5;
+  bool million = true;  // the 1,000,000 queued tasks row
 };
 
 void PrintUsage(const char* argv0) {
   std::printf(
-      "usage: %s [--quick] [--no-json] [--json=PATH] [--startup-runs=N]\n"
+      "usage: %s [--quick] [--no-json] [--json=PATH] [--startup-runs=N] [--no-million]\n"
       "  --quick           shorter run (fewer samples and rounds), a few seconds\n"
       "  --no-json         do not write bench/results/<timestamp>.json\n"
       "  --json=PATH       write the JSON to PATH instead (used by `make bench-peers`)\n"
-      "  --startup-runs=N  child processes for start-to-first-result (default 5, quick 3)\n",
+      "  --startup-runs=N  child processes for start-to-first-result (default 5, quick 3)\n"
+      "  --no-million      skip the 1,000,000 queued tasks benchmark (quick: 100,000)\n",
       argv0);
 }
 
@@ -179,6 +192,8 @@ std::optional<Options> ParseOptions(int argc, char** argv) {
     } else if (a.rfind("--startup-runs=", 0) == 0) {
       o.startup_runs = std::max(1, std::atoi(a.c_str() + std::strlen("--startup-runs=")));
       runs_set = true;
+    } else if (a == "--no-million") {
+      o.million = false;
     } else if (a == "--help" || a == "-h") {
       PrintUsage(argv[0]);
       std::exit(0);
@@ -407,6 +422,228 @@ std::vector<Row> BenchAsync(const Options& opt, Watchdog& wd) {
   Row med = AtLeast(Make("async no-op, 10k batch (median)", Median(rates), "tasks/s"), 100000);
   med.detail = d;
   return {best, med};
+}
+
+// Multi-client: 4 tasks, each a client submitting kPerClient no-op tasks from inside a
+// worker and Getting them, run concurrently. Rate: all nested tasks over the wall time from
+// the driver's submit of the 4 clients to their last result.
+std::vector<Row> BenchMultiClient(const Options& opt, Watchdog& wd) {
+  constexpr int kClients = 4;
+  const int per_client = 2500;
+  const int rounds = opt.quick ? 2 : 5;
+
+  wd.Enter("multi-client warm-up", std::chrono::seconds(60));
+  {
+    std::vector<raio::ObjectRef<long>> refs;
+    for (int c = 0; c < kClients; ++c) refs.push_back(raio::Task(SubmitMany).Remote(100));
+    for (const auto& r : refs) {
+      if (r.Get() != 100) throw std::runtime_error("SubmitMany(100) returned a wrong count");
+    }
+  }
+  std::vector<double> rates;
+  for (int round = 0; round < rounds; ++round) {
+    wd.Enter("multi-client round " + std::to_string(round + 1), std::chrono::seconds(90));
+    std::vector<raio::ObjectRef<long>> refs;
+    Clock::time_point t0 = Clock::now();
+    for (int c = 0; c < kClients; ++c) refs.push_back(raio::Task(SubmitMany).Remote(per_client));
+    long total = 0;
+    for (const auto& r : refs) {
+      long got = r.Get();
+      if (got != per_client) {
+        throw std::runtime_error("SubmitMany(" + std::to_string(per_client) + ") returned " +
+                                 std::to_string(got));
+      }
+      total += got;
+    }
+    Clock::time_point t1 = Clock::now();
+    rates.push_back(total / (MicrosSince(t0, t1) / 1e6));
+  }
+  nlohmann::json d = {{"clients", kClients},
+                      {"tasks_per_client", per_client},
+                      {"rounds", rates.size()},
+                      {"tasks_per_s_each_round", rates},
+                      {"note", "each client is a task on a worker submitting and Getting its "
+                               "no-op tasks; wall time from the driver's submit of the clients"}};
+  Row best = Make("multi-client async, 4 clients x 2.5k tasks (best)",
+                  *std::max_element(rates.begin(), rates.end()), "tasks/s");
+  best.detail = d;
+  Row med = Make("multi-client async, 4 clients x 2.5k tasks (median)", Median(rates), "tasks/s");
+  med.detail = d;
+  return {best, med};
+}
+
+// Batches: submit 1,000 no-op tasks, Get them all, repeat.
+std::vector<Row> BenchBatches(const Options& opt, Watchdog& wd) {
+  constexpr int kBatch = 1000;
+  const int batches = opt.quick ? 5 : 20;
+  wd.Enter("batches of 1,000", std::chrono::seconds(90));
+  std::vector<double> ms;
+  const Clock::time_point start = Clock::now();
+  for (int b = 0; b < batches; ++b) {
+    std::vector<raio::ObjectRef<void>> refs;
+    refs.reserve(kBatch);
+    Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < kBatch; ++i) refs.push_back(raio::Task(Noop).Remote());
+    for (const auto& r : refs) r.Get();
+    ms.push_back(MicrosSince(t0, Clock::now()) / 1000.0);
+  }
+  const double total_s = MicrosSince(start, Clock::now()) / 1e6;
+  nlohmann::json d = {{"batch", kBatch},
+                      {"batches", batches},
+                      {"batch_ms_each", ms},
+                      {"p90_ms", Percentile(ms, 90)},
+                      {"total_s", total_s},
+                      {"note", "total includes releasing each batch's refs"}};
+  Row rate = Make("batches of 1k tasks then Get (x" + std::to_string(batches) + ")",
+                  batches * kBatch / total_s, "tasks/s");
+  rate.detail = d;
+  Row lat = Make("batch of 1k tasks then Get (median)", Median(ms), "ms");
+  lat.detail = d;
+  return {rate, lat};
+}
+
+// Wait on 1,000 refs: first right after submitting 1,000 no-op tasks (includes running
+// them), then repeatedly on the same, ready refs for all 1,000 and for 1 of 1,000.
+std::vector<Row> BenchWait(const Options& opt, Watchdog& wd) {
+  constexpr int kN = 1000;
+  const int reps = opt.quick ? 50 : 300;
+  wd.Enter("wait on 1,000 refs", std::chrono::seconds(60));
+  std::vector<raio::ObjectRef<void>> refs;
+  refs.reserve(kN);
+  Clock::time_point t0 = Clock::now();
+  for (int i = 0; i < kN; ++i) refs.push_back(raio::Task(Noop).Remote());
+  Clock::time_point t_sub = Clock::now();
+  auto first = raio::Wait(refs, kN);
+  Clock::time_point t1 = Clock::now();
+  if (first.ready.size() != kN || !first.pending.empty()) {
+    throw std::runtime_error("Wait(1000 of 1000) returned " + std::to_string(first.ready.size()) +
+                             " ready");
+  }
+  std::vector<double> all_us, one_us;
+  for (int i = 0; i < reps; ++i) {
+    Clock::time_point a = Clock::now();
+    auto w = raio::Wait(refs, kN);
+    all_us.push_back(MicrosSince(a, Clock::now()));
+    if (w.ready.size() != kN) throw std::runtime_error("Wait(1000 of 1000 ready) not all ready");
+  }
+  for (int i = 0; i < reps; ++i) {
+    Clock::time_point a = Clock::now();
+    auto w = raio::Wait(refs, 1);
+    one_us.push_back(MicrosSince(a, Clock::now()));
+    if (w.ready.empty() || w.ready.size() + w.pending.size() != kN) {
+      throw std::runtime_error("Wait(1 of 1000 ready) returned a wrong split");
+    }
+  }
+  for (const auto& r : refs) r.Get();
+  Row fresh = Make("Wait(1000 of 1000) after submitting 1k tasks", MicrosSince(t_sub, t1), "us");
+  fresh.detail = {{"submit_us", MicrosSince(t0, t_sub)},
+                  {"note", "from the end of submitting to all 1,000 ready: includes running them"}};
+  Row all = Make("Wait(1000 of 1000 ready refs) (median)", Median(all_us), "us");
+  all.detail = {{"reps", reps}, {"p99_us", Percentile(all_us, 99)}};
+  Row one = Make("Wait(1 of 1000 ready refs) (median)", Median(one_us), "us");
+  one.detail = {{"reps", reps}, {"p99_us", Percentile(one_us, 99)}};
+  return {fresh, all, one};
+}
+
+// A "Key:   123 kB" line of /proc/<pid>/status, in kB; -1 when missing.
+long StatusKb(const std::string& status_path, const char* key) {
+  std::ifstream in(status_path);
+  std::string line;
+  const std::size_t n = std::strlen(key);
+  while (std::getline(in, line)) {
+    if (line.compare(0, n, key) == 0) return std::strtol(line.c_str() + n, nullptr, 10);
+  }
+  return -1;
+}
+
+// Peak RSS (VmHWM, kB) of this process's direct children (the embedded cluster's workers),
+// by pid.
+std::vector<std::pair<long, long>> ChildrenVmHWMKb() {
+  std::vector<std::pair<long, long>> out;
+  const long self = static_cast<long>(::getpid());
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string status = e.path().string() + "/status";
+    if (StatusKb(status, "PPid:") != self) continue;
+    long hwm = StatusKb(status, "VmHWM:");
+    if (hwm >= 0) out.emplace_back(std::stol(name), hwm);
+  }
+  return out;
+}
+
+// 1,000,000 no-op tasks submitted as fast as possible, then all Got. Submission stops
+// early after 30 s (the row then names the count). Memory: the driver's VmHWM, which in
+// the embedded cluster also holds the node daemon and the head (same process).
+std::vector<Row> BenchMillion(const Options& opt, Watchdog& wd) {
+  const int target_n = opt.quick ? 100000 : 1000000;
+  const auto submit_budget = std::chrono::seconds(30);
+  const long hwm_before = StatusKb("/proc/self/status", "VmHWM:");
+  const long rss_before = StatusKb("/proc/self/status", "VmRSS:");
+
+  wd.Enter("queued tasks: submit", std::chrono::seconds(90));
+  std::vector<raio::ObjectRef<void>> refs;
+  refs.reserve(target_n);
+  const Clock::time_point t0 = Clock::now();
+  bool cut = false;
+  for (int i = 0; i < target_n; ++i) {
+    if ((i & 4095) == 0 && Clock::now() - t0 > submit_budget) {
+      cut = true;
+      break;
+    }
+    refs.push_back(raio::Task(Noop).Remote());
+  }
+  const Clock::time_point t_sub = Clock::now();
+  const long rss_queued = StatusKb("/proc/self/status", "VmRSS:");
+  wd.Enter("queued tasks: Get all", std::chrono::seconds(180));
+  for (const auto& r : refs) r.Get();
+  const Clock::time_point t1 = Clock::now();
+  const long rss_done = StatusKb("/proc/self/status", "VmRSS:");
+  wd.Enter("queued tasks: release refs", std::chrono::seconds(90));
+  const std::size_t n = refs.size();
+  std::vector<raio::ObjectRef<void>>().swap(refs);
+  const Clock::time_point t2 = Clock::now();
+  const long hwm_after = StatusKb("/proc/self/status", "VmHWM:");
+  // Let asynchronous frees settle, then read what remains.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long rss_after = StatusKb("/proc/self/status", "VmRSS:");
+  long worker_max = 0;
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& [pid, kb] : ChildrenVmHWMKb()) {
+    worker_max = std::max(worker_max, kb);
+    workers.push_back({{"pid", pid}, {"vmhwm_kb", kb}});
+  }
+
+  const double secs = MicrosSince(t0, t1) / 1e6;
+  std::string count = n == 1000000 ? std::string("1M") : std::to_string(n);
+  std::string label = count + " queued no-op tasks";
+  if (cut) label += " (cut at 30 s submit)";
+  nlohmann::json d = {{"tasks", n},
+                      {"target_tasks", target_n},
+                      {"cut_short", cut},
+                      {"submit_s", MicrosSince(t0, t_sub) / 1e6},
+                      {"get_all_s", MicrosSince(t_sub, t1) / 1e6},
+                      {"release_refs_s", MicrosSince(t1, t2) / 1e6},
+                      {"driver_vmhwm_kb_before", hwm_before},
+                      {"driver_vmhwm_kb_after", hwm_after},
+                      {"driver_vmrss_kb_before", rss_before},
+                      {"driver_vmrss_kb_all_queued", rss_queued},
+                      {"driver_vmrss_kb_all_done", rss_done},
+                      {"driver_vmrss_kb_after_release", rss_after},
+                      {"worker_vmhwm_kb", workers},
+                      {"cluster", std::getenv("RAIO_ADDRESS") ? "RAIO_ADDRESS: driver only"
+                                                              : "embedded: driver process also "
+                                                                "hosts the node daemon and head"}};
+  Row time = Make(label + ": submit + Get all", secs, "s");
+  time.detail = d;
+  Row rate = Make(label + ": throughput", n / secs, "tasks/s");
+  rate.detail = d;
+  Row mem = AtMost(Make(label + ": driver+daemon+head peak RSS", hwm_after / 1024.0, "MiB"), 2048);
+  mem.detail = d;
+  Row wmem = Make(label + ": largest worker peak RSS", worker_max / 1024.0, "MiB");
+  wmem.detail = d;
+  return {time, rate, mem, wmem};
 }
 
 std::vector<Row> BenchPutGet(const Options& opt, Watchdog& wd) {
@@ -1094,10 +1331,15 @@ int main(int argc, char** argv) {
     run("sanity check (Echo x2000, worker pid)", SanityCheck);
     run("sync no-op tasks", BenchSync);
     run("async no-op tasks", BenchAsync);
+    run("multi-client async tasks (4 clients x 2,500 tasks)", BenchMultiClient);
+    run("batches of 1,000 tasks then Get", BenchBatches);
+    run("Wait on 1,000 refs", BenchWait);
     run("put/get small int", BenchPutGet);
     run("actor 1:1 sync calls", BenchActorSync);
     run("actor async calls: 1:1, 1:1 max concurrency 4, 1:4", BenchActorAsync);
     run("actor n:n async calls (2 callers, 2 targets)", BenchActorNN);
+    // Before the object store rows: their 1 GiB objects would set the driver's VmHWM.
+    if (opt->million) run("1,000,000 queued no-op tasks", BenchMillion);
     run("object store: Put/Get/GetView 1 MiB, 100 MiB, 1 GiB", BenchObjectStore);
     run("object store: task arguments 100 MiB, 1 GiB", BenchObjectArgs);
     run("start to first result (child processes)", BenchStartup);
