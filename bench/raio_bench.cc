@@ -2,6 +2,7 @@
 // RAIO_ADDRESS when it is set).
 //
 //   build-release/bench/raio_bench [--quick] [--no-json] [--json=PATH] [--startup-runs=N]
+//                                  [--no-million]
 //
 // Measures
 //   - sync no-op tasks: submit one, Get it, repeat (median / p99 round trip, tasks/s);
@@ -16,6 +17,13 @@
 //     throughput (GB/s), GetView latency (zero copy); a task on a worker that takes a
 //     1 GiB / 100 MiB vector argument (read from shared memory, copied once into the
 //     parameter) and one taking a 1 GiB raio::Buffer (zero copy): round trips;
+//   - multi-client: 4 tasks, each submitting 2,500 no-op tasks from a worker and Getting
+//     them, concurrently (tasks/s); batches of 1,000 no-op tasks then Get, 20 times (tasks/s,
+//     median batch ms); raio::Wait on 1,000 refs (right after submitting, then on ready
+//     refs for all and for 1 of them, us);
+//   - 1,000,000 queued no-op tasks (--no-million skips it; --quick: 100,000): submit all,
+//     Get all (s, tasks/s), the driver's peak RSS (VmHWM; in the embedded cluster the driver
+//     process also hosts the node daemon and head; target < 2 GiB) and the largest worker's;
 //   - embedded cluster start to first result, and Shutdown time: this binary re-runs
 //     itself with RAIO_BENCH_STARTUP=1 (Init + one task + Get + Shutdown) several times.
 // Prints a table with targets and writes the same figures as JSON to
@@ -632,6 +640,9 @@ std::vector<Row> BenchMillion(const Options& opt, Watchdog& wd) {
                       {"driver_vmrss_kb_all_done", rss_done},
                       {"driver_vmrss_kb_after_release", rss_after},
                       {"worker_vmhwm_kb", workers},
+                      {"note", "VmRSS stays near the peak after the refs are released: glibc "
+                               "keeps the freed heap (malloc_trim(0) brings it back to the "
+                               "level before; repeated runs do not grow it)"},
                       {"cluster", std::getenv("RAIO_ADDRESS") ? "RAIO_ADDRESS: driver only"
                                                               : "embedded: driver process also "
                                                                 "hosts the node daemon and head"}};
