@@ -62,6 +62,11 @@ class RemoteFunctionNotFoundError : public RaioException {
   using RaioException::RaioException;
 };
 
+// The task was cancelled with raio::Cancel before it produced a result.
+class TaskCancelledError : public RaioException {
+  using RaioException::RaioException;
+};
+
 // An argument or a result could not be converted to or from the requested C++ type.
 class SerializationError : public RaioException {
   using RaioException::RaioException;

@@ -94,6 +94,16 @@ ObjectRef<std::decay_t<T>> Put(const T& value) {
   return ObjectRef<D>(id, typename ObjectRef<D>::Adopt{});
 }
 
+// Cancels the task that produces `ref`: a task still queued (or waiting for its
+// arguments) is dropped; a running one is ended with its worker process when `force`
+// (its other pipelined tasks are retried), otherwise left to finish with its result
+// discarded. Either way Get then throws TaskCancelledError. Cancelling a finished task,
+// a Put object or an actor call does nothing. Never blocks.
+template <typename T>
+void Cancel(const ObjectRef<T>& ref, bool force = false) {
+  internal::CancelTask(ref.ID(), force);
+}
+
 // Returns the values of all `refs`, in order; blocks until all are ready. Throws the
 // first error met (in order), as ObjectRef::Get.
 template <typename T>

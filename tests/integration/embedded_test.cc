@@ -175,6 +175,29 @@ TEST_F(EmbeddedTest, UnregisteredFunctionsGiveClearErrors) {
   }
 }
 
+TEST_F(EmbeddedTest, CancelDropsQueuedTasksAndEndsRunningOnes) {
+  // Both CPUs busy: a third task stays queued and is dropped by Cancel.
+  auto a = raio::Task(SleepMs).Remote(1500);
+  auto b = raio::Task(SleepMs).Remote(1500);
+  auto queued = raio::Task(SleepMs).Remote(1);
+  raio::Cancel(queued);
+  EXPECT_THROW(queued.Get(1s), raio::TaskCancelledError);
+  // force ends a running task's worker; the task is not retried.
+  auto start = std::chrono::steady_clock::now();
+  raio::Cancel(a, /*force=*/true);
+  EXPECT_THROW(a.Get(10s), raio::TaskCancelledError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1400ms);
+  // Without force a running task finishes, but its result is dropped.
+  raio::Cancel(b);
+  EXPECT_THROW(b.Get(10s), raio::TaskCancelledError);
+  // Cancelling a finished task is a no-op.
+  auto done = raio::Task(Add).Remote(1, 2);
+  EXPECT_EQ(done.Get(), 3);
+  raio::Cancel(done, true);
+  EXPECT_EQ(done.Get(), 3);
+  EXPECT_EQ(raio::Task(Add).Remote(2, 2).Get(), 4);
+}
+
 TEST_F(EmbeddedTest, DuplicateNamesAreRefusedClearly) {
   EXPECT_EQ(raio::Task(first::Twin).Remote(1).Get(), 2);
   try {

@@ -100,6 +100,10 @@ ValueView GetObject(const ObjectId& id, std::optional<std::chrono::microseconds>
 std::vector<bool> WaitObjects(const std::vector<ObjectId>& ids, int num_objects,
                               std::optional<std::chrono::microseconds> timeout);
 
+// Cancels the task whose return object is `id` (see raio::Cancel). No-op when it is
+// finished or unknown.
+void CancelTask(const ObjectId& id, bool force);
+
 // Counters for tests and tools: objects this process owns, and the local node's store.
 struct ObjectStats {
   std::size_t owned_objects = 0;

@@ -302,6 +302,8 @@ std::vector<bool> WaitObjects(const std::vector<ObjectId>& ids, int num_objects,
   return CoreOrThrow()->Wait(ids, num_objects, timeout);
 }
 
+void CancelTask(const ObjectId& id, bool force) { CoreOrThrow()->Cancel(id, force); }
+
 ObjectStats GetObjectStats() {
   auto core = CoreOrThrow();
   ObjectStats out;

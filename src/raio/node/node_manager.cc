@@ -159,6 +159,17 @@ void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h, std:
       if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
       return;
     }
+    case proto::KILL_LEASED_WORKER: {
+      proto::LeaseIdRequest req;
+      if (!parse(req)) return;
+      auto it = leases_.find(LeaseId::FromBinary(req.lease_id()));
+      // Only the lease's owner may end its worker.
+      if (it != leases_.end() && it->second.granted && it->second.owner == conn) {
+        OnWorkerGone(it->second.worker);
+      }
+      if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
+      return;
+    }
     case proto::NOTIFY_BLOCKED:
     case proto::NOTIFY_UNBLOCKED:
       HandleBlocked(conn, h.method == proto::NOTIFY_BLOCKED);

@@ -269,6 +269,12 @@ void CoreWorker::RemoveLocalReference(const ObjectId& id) {
   objects_.RemoveLocalRef(id);
 }
 
+void CoreWorker::Cancel(const ObjectId& id, bool force) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) throw InvalidUsageError("raio is shut down");
+  submitter_.Cancel(id, force);
+}
+
 std::size_t CoreWorker::NumOwnedObjects() {
   absl::MutexLock lock(&mu_);
   return objects_.size();
@@ -304,6 +310,8 @@ void CoreWorker::ThrowError(const proto::ErrorInfo& e, const ObjectId& id) {
       throw ActorDiedError(e.message());
     case proto::OWNER_DIED:
       throw OwnerDiedError(e.message());
+    case proto::TASK_CANCELLED:
+      throw TaskCancelledError(e.message());
     default:
       throw ObjectLostError(absl::StrCat("object ", id.Hex(), ": ", e.message()));
   }

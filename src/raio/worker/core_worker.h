@@ -94,6 +94,8 @@ class CoreWorker {
   // lends the task's CPUs back to the node.
   static void SetExecutingTask(bool executing);
 
+  // See raio::Cancel.
+  void Cancel(const ObjectId& id, bool force);
   std::size_t NumOwnedObjects();
   // The local node's stats (blocking RPC; not on the loop thread). Throws
   // ClusterUnavailableError when the node does not answer.

@@ -1,5 +1,6 @@
 #include "raio/worker/task_submitter.h"
 
+#include <algorithm>
 #include <boost/asio/steady_timer.hpp>
 #include <cstring>
 
@@ -47,6 +48,7 @@ void TaskSubmitter::Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& d
   }
   TaskEntry* t = task.get();
   t->cls = cls.get();
+  by_return_[t->return_id] = t;
   tasks_[t] = std::move(task);
   // Count unresolved ObjectRef arguments and hold them until resolved.
   for (const auto& [index, ids] : t->ref_args) {
@@ -182,6 +184,7 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
 void TaskSubmitter::PushTask(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease,
                              TaskEntry* t) {
   ++lease->in_flight;
+  t->pushed_to = lease;
   auto* gpus = t->request.mutable_gpu_ids();
   gpus->Clear();
   for (int g : lease->gpu_ids) gpus->Add(g);
@@ -199,6 +202,20 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
   if (shut_down_ || tasks_.count(t) == 0) return;
   --lease->in_flight;
   SchedulingClass* cls = t->cls;
+  t->pushed_to.reset();
+  if (t->cancelled) {
+    if (!reply.ok() && !lease->dead) {
+      lease->dead = true;
+      cls->leases.erase(lease->id);
+      worker_conns_.erase(lease->worker);
+    }
+    Complete(t, {}, false,
+             MakeError(proto::TASK_CANCELLED,
+                       absl::StrCat(t->request.spec().function_name(), " was cancelled"),
+                       t->request.spec().function_name(), node_id_hex_));
+    Dispatch(cls);
+    return;
+  }
   if (!reply.ok()) {
     // The worker is gone (crash, kill, exit): retry elsewhere or fail.
     if (!lease->dead) {
@@ -242,6 +259,7 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
 void TaskSubmitter::ReleaseTask(TaskEntry* t) {
   for (const auto& ref : t->arg_refs) objects_.RemoveTaskArgRef(ref);
   for (const auto& ref : t->held_refs) objects_.RemoveTaskArgRef(ref);
+  by_return_.erase(t->return_id);
   tasks_.erase(t);  // frees t
 }
 
@@ -398,6 +416,30 @@ void TaskSubmitter::FailQueued(SchedulingClass* cls, proto::ErrorType type,
   for (TaskEntry* t : queue) {
     std::string fn = t->request.spec().function_name();
     Complete(t, {}, false, MakeError(type, message, fn, node_id_hex_));
+  }
+}
+
+void TaskSubmitter::Cancel(const ObjectId& id, bool force) {
+  auto it = by_return_.find(id);
+  if (it == by_return_.end()) return;  // finished, a Put, or not a task of ours
+  TaskEntry* t = it->second;
+  const std::string fn = t->request.spec().function_name();
+  auto error =
+      MakeError(proto::TASK_CANCELLED, absl::StrCat(fn, " was cancelled"), fn, node_id_hex_);
+  if (!t->pushed_to) {
+    // Queued or waiting for its arguments: drop it now.
+    auto& queue = t->cls->queue;
+    queue.erase(std::remove(queue.begin(), queue.end(), t), queue.end());
+    Complete(t, {}, false, error);
+    return;
+  }
+  t->cancelled = true;  // its reply (or its worker's death) completes it as cancelled
+  if (force) {
+    proto::LeaseIdRequest req;
+    req.set_lease_id(t->pushed_to->id.Binary());
+    node_->Call(
+        proto::KILL_LEASED_WORKER, req, [](const absl::StatusOr<std::string_view>&) {},
+        config::kControlRpcTimeout);
   }
 }
 

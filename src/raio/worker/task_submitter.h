@@ -14,6 +14,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "absl/synchronization/mutex.h"
 #include "raio/common/event_loop.h"
@@ -37,7 +38,9 @@ struct TaskEntry {
   std::vector<ObjectId> arg_refs;  // held as task-arg references (in-store ones until done)
   std::vector<std::pair<int, std::vector<ObjectId>>> ref_args;  // arg index -> ids
   std::vector<bool> ref_arg_is_list;
-  std::vector<ObjectId> held_refs;  // refs inside by-value args, held until done
+  std::vector<ObjectId> held_refs;        // refs inside by-value args, held until done
+  bool cancelled = false;                 // raio::Cancel while pushed: the result is dropped
+  std::shared_ptr<LeaseState> pushed_to;  // the lease it is in flight on
 };
 
 struct LeaseState {
@@ -81,6 +84,8 @@ class TaskSubmitter {
   void FinishObject(const ObjectId& id, internal::ValueView value, bool in_store,
                     std::shared_ptr<const proto::ErrorInfo> error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // raio::Cancel of the task returning `id`; no-op if it is done or unknown.
+  void Cancel(const ObjectId& id, bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails every queued task (the node is gone or we are shutting down).
   void FailAll(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes worker connections and forgets every lease (node returns them on our close).
@@ -124,6 +129,7 @@ class TaskSubmitter {
   const WorkerId self_;
   std::map<std::string, std::unique_ptr<SchedulingClass>> classes_ ABSL_GUARDED_BY(mu_);
   std::map<TaskEntry*, std::unique_ptr<TaskEntry>> tasks_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<ObjectId, TaskEntry*, ObjectId::Hasher> by_return_ ABSL_GUARDED_BY(mu_);
   std::map<WorkerId, std::shared_ptr<rpc::Connection>> worker_conns_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
