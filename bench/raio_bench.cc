@@ -470,8 +470,9 @@ std::vector<Row> BenchMultiClient(const Options& opt, Watchdog& wd) {
                       {"tasks_per_client", per_client},
                       {"rounds", rates.size()},
                       {"tasks_per_s_each_round", rates},
-                      {"note", "each client is a task on a worker submitting and Getting its "
-                               "no-op tasks; wall time from the driver's submit of the clients"}};
+                      {"note",
+                       "each client is a task on a worker submitting and Getting its "
+                       "no-op tasks; wall time from the driver's submit of the clients"}};
   Row best = Make("multi-client async, 4 clients x 2.5k tasks (best)",
                   *std::max_element(rates.begin(), rates.end()), "tasks/s");
   best.detail = d;
@@ -496,12 +497,10 @@ std::vector<Row> BenchBatches(const Options& opt, Watchdog& wd) {
     ms.push_back(MicrosSince(t0, Clock::now()) / 1000.0);
   }
   const double total_s = MicrosSince(start, Clock::now()) / 1e6;
-  nlohmann::json d = {{"batch", kBatch},
-                      {"batches", batches},
-                      {"batch_ms_each", ms},
-                      {"p90_ms", Percentile(ms, 90)},
-                      {"total_s", total_s},
-                      {"note", "total includes releasing each batch's refs"}};
+  nlohmann::json d = {
+      {"batch", kBatch},     {"batches", batches},
+      {"batch_ms_each", ms}, {"p90_ms", Percentile(ms, 90)},
+      {"total_s", total_s},  {"note", "total includes releasing each batch's refs"}};
   Row rate = Make("batches of 1k tasks then Get (x" + std::to_string(batches) + ")",
                   batches * kBatch / total_s, "tasks/s");
   rate.detail = d;
@@ -640,9 +639,10 @@ std::vector<Row> BenchMillion(const Options& opt, Watchdog& wd) {
                       {"driver_vmrss_kb_all_done", rss_done},
                       {"driver_vmrss_kb_after_release", rss_after},
                       {"worker_vmhwm_kb", workers},
-                      {"note", "VmRSS stays near the peak after the refs are released: glibc "
-                               "keeps the freed heap (malloc_trim(0) brings it back to the "
-                               "level before; repeated runs do not grow it)"},
+                      {"note",
+                       "VmRSS stays near the peak after the refs are released: glibc "
+                       "keeps the freed heap (malloc_trim(0) brings it back to the "
+                       "level before; repeated runs do not grow it)"},
                       {"cluster", std::getenv("RAIO_ADDRESS") ? "RAIO_ADDRESS: driver only"
                                                               : "embedded: driver process also "
                                                                 "hosts the node daemon and head"}};
