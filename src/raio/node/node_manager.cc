@@ -88,7 +88,6 @@ void NodeManager::Stop() {
   loop_.Stop();
   pool_.KillAll();
   peers_.clear();
-  drivers_.clear();
   leases_.clear();
   pending_.clear();
   reap_timer_.reset();
@@ -197,7 +196,6 @@ void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHead
   peer.kind = Peer::Kind::kDriver;
   peer.job = req.job_id();
   peer.worker = WorkerId::FromBinary(req.worker_id());
-  drivers_[req.job_id()] = conn;
   pool_.AddJob(req.job_id(), JobConfig{req.executable(), req.working_dir(), req.ld_library_path(),
                                        req.namespace_()});
   proto::RegisterDriverReply reply;
@@ -381,7 +379,6 @@ void NodeManager::OnJobEnded(JobId job) {
   bool keep_job = false;
   std::set<WorkerId> keep = actors_.OnJobEnded(job, &keep_job);
   pool_.RemoveJob(job, keep, keep_job);
-  drivers_.erase(job);
   ScheduleLeases();
 }
 

@@ -115,7 +115,6 @@ class NodeManager {
   std::map<LeaseId, Lease> leases_;
   std::deque<LeaseId> pending_;
   std::map<rpc::Connection*, std::pair<std::shared_ptr<rpc::Connection>, Peer>> peers_;
-  std::map<JobId, std::shared_ptr<rpc::Connection>> drivers_;
   bool stopped_ = false;
   std::atomic<bool> stop_called_{false};
 };

@@ -71,9 +71,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const std::string& peer_name() const { return peer_name_; }
   boost::asio::io_context& io() { return io_; }
 
-  // Opaque per-connection state for the owning service (e.g. which worker this is).
-  std::shared_ptr<void> user_data;
-
  private:
   Connection(Socket socket, std::string peer_name);
   void AppendFrameLocked(FrameKind kind, uint32_t method, uint64_t request_id,

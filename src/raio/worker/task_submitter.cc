@@ -155,7 +155,7 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
     if (!best) break;
     TaskEntry* t = cls->queue.front();
     cls->queue.pop_front();
-    PushTask(cls, best, t);
+    PushTask(best, t);
   }
   if (!cls->queue.empty()) {
     std::size_t wanted =
@@ -181,8 +181,7 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
   }
 }
 
-void TaskSubmitter::PushTask(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease,
-                             TaskEntry* t) {
+void TaskSubmitter::PushTask(const std::shared_ptr<LeaseState>& lease, TaskEntry* t) {
   ++lease->in_flight;
   t->pushed_to = lease;
   auto* gpus = t->request.mutable_gpu_ids();
@@ -193,7 +192,6 @@ void TaskSubmitter::PushTask(SchedulingClass* cls, const std::shared_ptr<LeaseSt
                     [this, t, lease](const absl::StatusOr<std::string_view>& reply) {
                       OnPushReply(t, lease, reply);
                     });
-  (void)cls;
 }
 
 void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>& lease,

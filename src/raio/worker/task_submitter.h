@@ -96,7 +96,7 @@ class TaskSubmitter {
   bool TryResolve(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PushTask(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease, TaskEntry* task)
+  void PushTask(const std::shared_ptr<LeaseState>& lease, TaskEntry* task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequestLease(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(SchedulingClass* cls, const LeaseId& id,

@@ -124,13 +124,6 @@ WorkerProcess* WorkerPool::Find(const WorkerId& id) {
   return it == workers_.end() ? nullptr : &it->second;
 }
 
-WorkerProcess* WorkerPool::FindByConn(const rpc::Connection* conn) {
-  for (auto& [id, w] : workers_) {
-    if (w.conn.get() == conn) return &w;
-  }
-  return nullptr;
-}
-
 void WorkerPool::Kill(const WorkerId& id) {
   auto it = workers_.find(id);
   if (it == workers_.end()) return;

@@ -57,7 +57,6 @@ class WorkerPool {
   void MakeIdle(WorkerProcess* worker);
   int NumStarting(JobId job) const;
   WorkerProcess* Find(const WorkerId& id);
-  WorkerProcess* FindByConn(const rpc::Connection* conn);
   // Kills (SIGKILL) and forgets a worker. Its exit is reaped later.
   void Kill(const WorkerId& id);
   // Kills every worker of a job except `keep` (detached actors' workers), and forgets the
