@@ -98,7 +98,8 @@ class TaskCaller<R (*)(P...)> {
     options_.name = name;
     return *this;
   }
-  // How many times the task is re-run when its worker process dies (default 3; 0 = never).
+  // How many times the task is re-run when its worker process dies (default 3; 0 = never;
+  // -1 = unlimited, as in Ray).
   // Exceptions thrown by the function are not retried.
   TaskCaller& SetMaxRetries(int max_retries) {
     options_.max_retries = max_retries;

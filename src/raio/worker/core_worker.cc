@@ -63,8 +63,9 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
     throw InvalidUsageError(
         absl::StrCat("invalid resources for ", function_name, ": ", demand.status().message()));
   }
-  if (options.max_retries < 0) {
-    throw InvalidUsageError("SetMaxRetries: the count must be >= 0");
+  if (options.max_retries < -1) {
+    throw InvalidUsageError(absl::StrCat("SetMaxRetries(", options.max_retries,
+                                         "): the count must be >= 0, or -1 for unlimited"));
   }
   // Large by-value arguments go to the store first and travel by reference; the task's
   // argument reference keeps them alive, so the Put's own reference is dropped below.

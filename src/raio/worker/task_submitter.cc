@@ -222,8 +222,8 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
       worker_conns_.erase(lease->worker);
     }
     const std::string& fn = t->request.spec().function_name();
-    if (t->retries_left > 0) {
-      --t->retries_left;
+    if (t->retries_left != 0) {  // negative: unlimited
+      if (t->retries_left > 0) --t->retries_left;
       t->request.mutable_spec()->set_attempt(t->request.spec().attempt() + 1);
       RAIO_LOG_INFO("worker {} died running {}; retrying (attempt {})", lease->worker.Hex(), fn,
                     t->request.spec().attempt());
