@@ -234,16 +234,11 @@ void Connection::OnRead(const boost::system::error_code& ec, std::size_t n) {
       return;
     }
     std::size_t total = kFrameHeaderBytes + h.body_bytes;
-    if (read_end_ - read_begin_ < total) {
-      if (read_buf_.size() - read_begin_ < total) {
-        // Frame larger than the buffer: compact and grow so it fits whole.
-        std::memmove(read_buf_.data(), read_buf_.data() + read_begin_, read_end_ - read_begin_);
-        read_end_ -= read_begin_;
-        read_begin_ = 0;
-        read_buf_.resize(std::max(total, read_buf_.size() * 2));
-      }
-      break;
-    }
+    // An incomplete frame waits for more bytes. ReadMore compacts and doubles the buffer
+    // only once it is full, so memory follows the bytes that came, never the length a
+    // header claims: growing to that length up front let 20 bytes from a peer take up to
+    // kMaxFrameBytes (512 MiB) per connection.
+    if (read_end_ - read_begin_ < total) break;
     std::string_view body(read_buf_.data() + read_begin_ + kFrameHeaderBytes, h.body_bytes);
     read_begin_ += total;
     Dispatch(h, body);
@@ -274,7 +269,10 @@ void Connection::Dispatch(const FrameHeader& h, std::string_view body) {
         call.callback(body);
       } else {
         proto::RpcStatus s;
-        if (!s.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+        // An error frame carrying OK is malformed too: StatusOr refuses an OK status, and
+        // Debian's abseil aborts the process on one.
+        if (!s.ParseFromArray(body.data(), static_cast<int>(body.size())) ||
+            s.code() == static_cast<int32_t>(absl::StatusCode::kOk)) {
           call.callback(absl::InternalError("malformed error reply from " + peer_name_));
         } else {
           call.callback(absl::Status(static_cast<absl::StatusCode>(s.code()), s.message()));

@@ -3,6 +3,7 @@
 // notifications with deadlines, never on sleeps.
 #include "raio/rpc/connection.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -10,17 +11,20 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "raio/common.pb.h"
 #include "raio/common/event_loop.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
@@ -551,6 +555,80 @@ TEST(ConnectTest, BadAddressesAreRejected) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A Connection on a manual io_context over one end of a socketpair; the test writes raw
+// bytes into the other end, as a misbehaving peer would, and runs the loop itself.
+class RawPeerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0) << std::strerror(errno);
+    peer_ = fds[1];
+    conn_ = Connection::Create(
+        Socket(io_, boost::asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), fds[0]),
+        "raw peer");
+    conn_->Start(nullptr, [this](const std::shared_ptr<Connection>&, const absl::Status& reason) {
+      close_reason_ = reason;
+    });
+  }
+  void TearDown() override {
+    if (peer_ >= 0) ::close(peer_);
+    RunUntilIdle();
+  }
+  void SendFrame(FrameKind kind, uint64_t request_id, uint32_t body_bytes, std::string body) {
+    std::string bytes(kFrameHeaderBytes, '\0');
+    EncodeFrameHeader({kind, kFail, request_id, body_bytes}, bytes.data());
+    bytes += body;
+    ASSERT_EQ(::send(peer_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  void RunUntilIdle() {
+    while (io_.poll() > 0) {
+    }
+    io_.restart();
+  }
+
+  boost::asio::io_context io_;
+  int peer_ = -1;
+  std::shared_ptr<Connection> conn_;
+  std::optional<absl::Status> close_reason_;
+};
+
+// Found by fuzz/frame_fuzzer: an error frame whose RpcStatus says OK reached
+// StatusOr<string_view>(OkStatus()), which Debian's abseil turns into an abort of the
+// whole process.
+TEST_F(RawPeerTest, ErrorReplyWithStatusOkFailsTheCallInsteadOfAborting) {
+  std::optional<absl::StatusOr<std::string>> result;
+  conn_->Call(kFail, proto::Empty(), [&](const absl::StatusOr<std::string_view>& r) {
+    result = r.ok() ? absl::StatusOr<std::string>(std::string(*r)) : r.status();
+  });
+  RunUntilIdle();
+  proto::RpcStatus ok_status;
+  ok_status.set_message("all fine");
+  SendFrame(FrameKind::kError, 1, static_cast<uint32_t>(ok_status.ByteSizeLong()),
+            ok_status.SerializeAsString());
+  RunUntilIdle();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->status().code(), absl::StatusCode::kInternal) << result->status();
+  EXPECT_FALSE(conn_->closed());
+}
+
+// Found by fuzz/frame_fuzzer: the connection grew its read buffer to the body length a
+// header claimed before any of the body came, so 20 bytes took up to 512 MiB.
+TEST_F(RawPeerTest, HeaderClaimingAHugeBodyDoesNotReserveItBeforeTheBytesArrive) {
+  RunUntilIdle();
+  const struct mallinfo2 before = ::mallinfo2();
+  SendFrame(FrameKind::kRequest, 1, 400u << 20, "first bytes of a 400 MiB body");
+  RunUntilIdle();
+  const struct mallinfo2 after = ::mallinfo2();
+  const auto in_use = [](const struct mallinfo2& m) { return m.uordblks + m.hblkhd; };
+  EXPECT_LT(in_use(after), in_use(before) + (16u << 20));
+  EXPECT_FALSE(conn_->closed());  // still waiting for the rest of the frame
+  ::shutdown(peer_, SHUT_WR);
+  RunUntilIdle();
+  ASSERT_TRUE(close_reason_.has_value());
+  EXPECT_EQ(close_reason_->code(), absl::StatusCode::kUnavailable) << *close_reason_;
 }
 
 }  // namespace
