@@ -116,10 +116,32 @@ std::string Pack(const T& value) {
 // msgpack bytes of nil: the value of ObjectRef<void>.
 inline std::string PackNil() { return std::string(1, static_cast<char>(0xc0)); }
 
+// Sums the elements that the container headers of one msgpack value claim (a map entry
+// counts twice). Each element takes at least one byte of its own, so a well-formed value
+// of n bytes claims at most n. msgpack reserves room for a container as soon as it reads
+// the header; refusing over-claims first bounds that room to a multiple of n, where a
+// 5-byte map header from a peer made it allocate 256 GiB, and 4 KiB of nested array
+// headers about 130 MiB.
+struct ClaimedElements : msgpack::null_visitor {
+  std::size_t limit = 0;
+  std::size_t claimed = 0;
+  bool start_array(uint32_t n) { return (claimed += n) <= limit; }
+  bool start_map(uint32_t n) { return (claimed += 2 * std::size_t{n}) <= limit; }
+};
+
 // Deserializes msgpack `bytes` into T. Throws SerializationError when the bytes are
 // malformed or hold a value of another type.
 template <typename T>
 T Unpack(std::string_view bytes) {
+  ClaimedElements claims;
+  claims.limit = bytes.size();
+  std::size_t offset = 0;
+  if (!msgpack::parse(bytes.data(), bytes.size(), offset, claims) &&
+      claims.claimed > claims.limit) {
+    throw SerializationError(std::string("cannot decode a value as ") + typeid(T).name() +
+                             ": its containers claim more elements than its " +
+                             std::to_string(bytes.size()) + " bytes can hold");
+  }
   try {
     msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
     T value;

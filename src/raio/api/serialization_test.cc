@@ -1,9 +1,11 @@
 #include "raio/serialization.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "raio/remote.h"
 #include "raio/worker/function_registry.h"
@@ -107,6 +109,47 @@ TEST(SerializationTest, UnpackOfWrongTypeThrows) {
 TEST(SerializationTest, UnpackOfMalformedBytesThrows) {
   EXPECT_THROW(Unpack<int>(""), SerializationError);
   EXPECT_THROW(Unpack<std::string>(std::string("\xa5hi", 3)), SerializationError);  // truncated
+}
+
+// Found by fuzz/value_fuzzer: msgpack reserves room for a container when it reads the
+// header, so a map32 header claiming 2^32-1 entries reserved 256 GiB, and 4 KiB of
+// nested array16 headers about 130 MiB, before the bytes ran out. Those allocations
+// fail or succeed depending on the machine; what must hold is that Unpack refuses the
+// claim before msgpack reserves anything, which its message says.
+std::string RefusalOf(std::function<void()> unpack) {
+  try {
+    unpack();
+  } catch (const SerializationError& e) {
+    return e.what();
+  }
+  return "no SerializationError";
+}
+
+TEST(SerializationTest, ContainerHeaderClaimingMoreThanTheBytesHoldIsRefusedUpFront) {
+  const std::string map32("\xdf\xff\xff\xff\xff", 5);
+  const std::string array32("\xdd\xff\xff\xff\xff", 5);
+  std::string nested;
+  for (int i = 0; i < 1365; ++i) nested += std::string("\xdc\x0f\xff", 3);  // 4095 each
+  const std::string claims = "claim more elements than";
+  EXPECT_THAT(RefusalOf([&] { Unpack<std::map<std::string, int>>(map32); }),
+              ::testing::HasSubstr(claims));
+  EXPECT_THAT(RefusalOf([&] { Unpack<int>(map32); }), ::testing::HasSubstr(claims));
+  EXPECT_THAT(RefusalOf([&] { Unpack<std::vector<double>>(array32); }),
+              ::testing::HasSubstr(claims));
+  EXPECT_THAT(RefusalOf([&] { Unpack<std::vector<std::vector<int>>>(nested); }),
+              ::testing::HasSubstr(claims));
+  // A string header claiming more than the bytes is plain truncation.
+  EXPECT_THROW(Unpack<std::string>(std::string("\xdb\xff\xff\xff\xff", 5)), SerializationError);
+}
+
+TEST(SerializationTest, ContainersAsLargeAsTheirBytesAllowStillRoundTrip) {
+  std::vector<int> small_ints(1000, 1);  // one byte per element: the tightest encoding
+  EXPECT_EQ(Unpack<std::vector<int>>(Pack(small_ints)), small_ints);
+  std::map<int, int> pairs;
+  for (int i = 0; i < 100; ++i) pairs[i] = i;  // two bytes per entry
+  EXPECT_EQ((Unpack<std::map<int, int>>(Pack(pairs))), pairs);
+  EXPECT_EQ(Unpack<std::vector<int>>(Pack(std::vector<int>{})), std::vector<int>{});
+  EXPECT_EQ(Unpack<std::string>(Pack(std::string())), "");
 }
 
 TEST(SerializationTest, SerializationErrorIsARaioException) {
