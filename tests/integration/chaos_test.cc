@@ -64,6 +64,21 @@ int64_t ChaosNestedSum(int64_t n) {
   return sum;
 }
 
+using SmallRef = raio::ObjectRef<std::vector<int64_t>>;
+
+// Returns the reference it was given: the result holds a reference to an object of the
+// caller's caller, registered with that owner on the caller's behalf.
+SmallRef ChaosEcho(SmallRef ref) { return ref; }
+
+// Echoes each ref through a child task, then sums the first elements they point to.
+int64_t ChaosNestedEchoSum(std::vector<SmallRef> refs) {
+  std::vector<raio::ObjectRef<SmallRef>> echoed;
+  for (auto& r : refs) echoed.push_back(raio::Task(ChaosEcho).SetMaxRetries(-1).Remote(r));
+  int64_t sum = 0;
+  for (auto& back : raio::Get(echoed)) sum += back.Get().at(0);
+  return sum;
+}
+
 class Scaler {
  public:
   explicit Scaler(int64_t factor) : factor_(factor) {}
@@ -79,8 +94,8 @@ class Scaler {
   int64_t calls_ = 0;
 };
 
-RAIO_REMOTE(ChaosSquare, ChaosSumPlus, ChaosBigResult, ChaosSumRefs, ChaosNestedSum, Scaler::Create,
-            &Scaler::Scale);
+RAIO_REMOTE(ChaosSquare, ChaosSumPlus, ChaosBigResult, ChaosSumRefs, ChaosNestedSum, ChaosEcho,
+            ChaosNestedEchoSum, Scaler::Create, &Scaler::Scale);
 
 // --- Harness ------------------------------------------------------------------------------
 
@@ -232,7 +247,7 @@ TEST_F(ChaosTest, TenThousandTasksAndActorCallsSurviveKilledWorkers) {
   int checked = 0;
   auto started = std::chrono::steady_clock::now();
   for (int wave = 0; wave < kWaves; ++wave) {
-    std::vector<raio::ObjectRef<int64_t>> squares, scaled, ref_sums, nested;
+    std::vector<raio::ObjectRef<int64_t>> squares, scaled, ref_sums, nested, echo_sums;
     std::vector<raio::ObjectRef<double>> sums;
     std::vector<raio::ObjectRef<std::vector<double>>> bigs;
     std::vector<int64_t> square_in, scaled_in, sums_in, bigs_in, nested_in;
@@ -258,7 +273,12 @@ TEST_F(ChaosTest, TenThousandTasksAndActorCallsSurviveKilledWorkers) {
           bigs_in.push_back(i);
           break;
         case 6:
-          ref_sums.push_back(raio::Task(ChaosSumRefs).SetMaxRetries(-1).Remote(small_refs));
+          if (k % 20 == 6) {
+            ref_sums.push_back(raio::Task(ChaosSumRefs).SetMaxRetries(-1).Remote(small_refs));
+          } else {
+            echo_sums.push_back(
+                raio::Task(ChaosNestedEchoSum).SetMaxRetries(-1).Remote(small_refs));
+          }
           break;
         default:
           scaled.push_back(actors[i % 2].Task(&Scaler::Scale).Remote(i));
@@ -282,12 +302,14 @@ TEST_F(ChaosTest, TenThousandTasksAndActorCallsSurviveKilledWorkers) {
     }
     auto rs = raio::Get(ref_sums);
     for (auto v : rs) ASSERT_EQ(v, small_sum);
+    auto es = raio::Get(echo_sums);
+    for (auto v : es) ASSERT_EQ(v, small_sum);
     auto sc = raio::Get(scaled);
     for (size_t j = 0; j < sc.size(); ++j) {
       ASSERT_EQ(sc[j], scaled_in[j] * (2 + scaled_in[j] % 2)) << "actor call " << scaled_in[j];
     }
-    checked +=
-        static_cast<int>(sq.size() + ne.size() + su.size() + bigs.size() + rs.size() + sc.size());
+    checked += static_cast<int>(sq.size() + ne.size() + su.size() + bigs.size() + rs.size() +
+                                es.size() + sc.size());
   }
   killer.Stop();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

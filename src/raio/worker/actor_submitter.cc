@@ -162,8 +162,12 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
   // order. Retryable ones are re-sent first after the restart, keeping submission order.
   std::vector<std::shared_ptr<Call>> retry;
   for (auto& [seq, call] : actor.in_flight) {
+    // References the dead attempt registered on our behalf will never be delivered.
+    objects_.SettleOnBehalf(call->return_id, tasks_.self(), /*delivered=*/false);
     if (actor.max_task_retries < 0 || call->retries_used < actor.max_task_retries) {
       ++call->retries_used;
+      auto* spec = call->request.mutable_spec();
+      spec->set_attempt(spec->attempt() + 1);
       retry.push_back(call);
     } else {
       actor.lost.push_back(call);

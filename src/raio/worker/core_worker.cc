@@ -37,14 +37,21 @@ CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Co
 CoreWorker::~CoreWorker() { Shutdown(); }
 
 void CoreWorker::Shutdown() {
-  absl::MutexLock lock(&mu_);
-  if (shut_down_) return;
-  shut_down_ = true;
-  submitter_.Shutdown();
-  actor_submitter_.Shutdown();
-  for (auto& [address, conn] : owner_conns_) conn->Close(absl::CancelledError("shutting down"));
-  owner_conns_.clear();
-  ready_cv_.SignalAll();
+  std::vector<std::shared_ptr<rpc::Connection>> watches;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    submitter_.Shutdown();
+    actor_submitter_.Shutdown();
+    for (auto& [address, conn] : owner_conns_) conn->Close(absl::CancelledError("shutting down"));
+    owner_conns_.clear();
+    for (auto& [borrower, conn] : borrower_watches_) watches.push_back(conn);
+    borrower_watches_.clear();
+    ready_cv_.SignalAll();
+  }
+  // Their close callbacks take mu_.
+  for (auto& conn : watches) conn->Close(absl::CancelledError("shutting down"));
 }
 
 void CoreWorker::OnNodeLost(const std::string& why) {

@@ -75,10 +75,14 @@ class CoreWorker {
   internal::OwnerInfo SerializeRef(const ObjectId& id);
   void DeserializeRef(const ObjectId& id, const internal::OwnerInfo& owner);
   // For a task result holding `id`: registers `borrower` (the task's owner) with the
-  // object's owner so the object outlives this worker's references. Blocking RPC unless
-  // this process owns it. Returns the ref's owner info for the reply.
+  // object's owner so the object outlives this worker's references; `spec` is the task's
+  // (its id and attempt let the owner discard registrations of attempts that died).
+  // Blocking RPC unless this process owns it. Returns the ref's owner info for the reply.
   absl::StatusOr<internal::OwnerInfo> RegisterBorrowerFor(const ObjectId& id,
-                                                          const WorkerId& borrower);
+                                                          const WorkerId& borrower,
+                                                          const proto::TaskSpec& spec);
+  // The owner-service socket of a process on this node.
+  std::string OwnerServiceAddressOf(const WorkerId& worker) const;
   internal::ValueView Get(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
   std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
                          std::optional<std::chrono::microseconds> timeout);
@@ -120,6 +124,17 @@ class CoreWorker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnOwnerServiceRequest(const std::shared_ptr<rpc::Connection>& conn,
                              const rpc::FrameHeader& h, std::string_view body);
+  // Registers `borrower` for owned object `id` on its behalf (see
+  // ObjectTable::AddBorrowerOnBehalf), watching the borrower's process first. Returns false
+  // when `id` is not an owned object here.
+  bool AddBorrowerOnBehalfLocked(const ObjectId& id, const WorkerId& borrower,
+                                 const std::string& borrower_address, const std::string& task_id,
+                                 uint32_t attempt, int count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps a connection to `borrower`'s owner service, whose closing means the borrower
+  // died: then its references are dropped everywhere. Returns false when the borrower
+  // cannot be reached (it is already gone).
+  bool WatchBorrowerLocked(const WorkerId& borrower, const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits (mu_ held) for any completion: first by spinning until `spin_until` with mu_
   // released, then on the condition variable until `deadline`. Returns true on timeout.
   bool WaitForCompletionLocked(std::chrono::steady_clock::time_point spin_until,
@@ -143,6 +158,9 @@ class CoreWorker {
   std::map<std::string, std::shared_ptr<rpc::Connection>> owner_conns_ ABSL_GUARDED_BY(mu_);
   // Owner service: borrowers that registered themselves, by their connection.
   std::map<rpc::Connection*, std::set<WorkerId>> borrower_conns_ ABSL_GUARDED_BY(mu_);
+  // Owner service: borrowers registered on their behalf, watched through a connection to
+  // their own owner service.
+  std::map<WorkerId, std::shared_ptr<rpc::Connection>> borrower_watches_ ABSL_GUARDED_BY(mu_);
   std::string node_lost_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };

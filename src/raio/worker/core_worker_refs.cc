@@ -27,8 +27,12 @@ void RecordSerializedRef(const ObjectId& id) {
 
 namespace worker {
 
+std::string CoreWorker::OwnerServiceAddressOf(const WorkerId& worker) const {
+  return absl::StrCat(options_.socket_dir, "/o-", worker.Hex(), ".sock");
+}
+
 absl::Status CoreWorker::StartOwnerService() {
-  owner_address_ = absl::StrCat(options_.socket_dir, "/o-", options_.worker_id.Hex(), ".sock");
+  owner_address_ = OwnerServiceAddressOf(options_.worker_id);
   auto l = rpc::Listener::ListenUnix(
       loop_.io(), owner_address_, [this](std::shared_ptr<rpc::Connection> conn) {
         conn->Start([this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
@@ -67,7 +71,15 @@ void CoreWorker::OnOwnerServiceRequest(const std::shared_ptr<rpc::Connection>& c
       WorkerId borrower = WorkerId::FromBinary(req.borrower_worker_id());
       int count = std::max<int>(1, static_cast<int>(req.count()));
       ObjectEntry* e = objects_.Find(id);
-      if (h.method == proto::ADD_BORROWER) {
+      if (h.method == proto::ADD_BORROWER && !req.task_id().empty()) {
+        if (!AddBorrowerOnBehalfLocked(id, borrower, req.borrower_address(), req.task_id(),
+                                       req.attempt(), count)) {
+          conn->ReplyError(h, absl::NotFoundError(absl::StrCat(
+                                  "object ", id.Hex(), " is not owned by this process (freed?)")));
+          return;
+        }
+        conn->Reply(h, proto::Empty());
+      } else if (h.method == proto::ADD_BORROWER) {
         if (e == nullptr || e->borrowed) {
           conn->ReplyError(h, absl::NotFoundError(absl::StrCat(
                                   "object ", id.Hex(), " is not owned by this process (freed?)")));
@@ -280,19 +292,17 @@ void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& o
 }
 
 absl::StatusOr<internal::OwnerInfo> CoreWorker::RegisterBorrowerFor(const ObjectId& id,
-                                                                    const WorkerId& borrower) {
+                                                                    const WorkerId& borrower,
+                                                                    const proto::TaskSpec& spec) {
   std::shared_ptr<rpc::Connection> conn;
   internal::OwnerInfo info;
+  std::string borrower_address = OwnerServiceAddressOf(borrower);
   {
     absl::MutexLock lock(&mu_);
     ObjectEntry* e = objects_.Find(id);
     if (e == nullptr) return absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is unknown"));
     if (!e->borrowed) {
-      if (borrower == options_.worker_id) {
-        objects_.AddLocalRef(id);
-      } else {
-        objects_.AddBorrower(id, borrower, 1);
-      }
+      AddBorrowerOnBehalfLocked(id, borrower, borrower_address, spec.task_id(), spec.attempt(), 1);
       return internal::OwnerInfo{options_.worker_id.Binary(), owner_address_};
     }
     info = {e->owner_id.Binary(), e->owner_address};
@@ -303,10 +313,49 @@ absl::StatusOr<internal::OwnerInfo> CoreWorker::RegisterBorrowerFor(const Object
   req.set_object_id(id.Binary());
   req.set_borrower_worker_id(borrower.Binary());
   req.set_count(1);
+  req.set_task_id(spec.task_id());
+  req.set_attempt(spec.attempt());
+  req.set_borrower_address(borrower_address);
   absl::Status s =
       rpc::CallSync(*conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
   if (!s.ok()) return s;
   return info;
+}
+
+bool CoreWorker::AddBorrowerOnBehalfLocked(const ObjectId& id, const WorkerId& borrower,
+                                           const std::string& borrower_address,
+                                           const std::string& task_id, uint32_t attempt,
+                                           int count) {
+  ObjectEntry* e = objects_.Find(id);
+  if (e == nullptr || e->borrowed) return false;
+  // A borrower that is already gone would never drop its references.
+  if (borrower != options_.worker_id && !WatchBorrowerLocked(borrower, borrower_address)) {
+    return true;
+  }
+  ObjectId task_return = MakeObjectId(TaskId::FromBinary(task_id), 1);
+  return objects_.AddBorrowerOnBehalf(id, borrower, options_.worker_id, task_return, attempt,
+                                      count);
+}
+
+bool CoreWorker::WatchBorrowerLocked(const WorkerId& borrower, const std::string& address) {
+  auto it = borrower_watches_.find(borrower);
+  if (it != borrower_watches_.end() && !it->second->closed()) return true;
+  auto conn = rpc::ConnectUnix(loop_.io(), address);
+  if (!conn.ok()) {
+    RAIO_LOG_DEBUG("borrower {} is gone ({}): not registering it", borrower.Hex(),
+                   conn.status().message());
+    return false;
+  }
+  (*conn)->Start(nullptr,
+                 [this, borrower](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
+                   absl::MutexLock lock(&mu_);
+                   auto w = borrower_watches_.find(borrower);
+                   if (w == borrower_watches_.end() || w->second != c) return;
+                   borrower_watches_.erase(w);
+                   if (!shut_down_) objects_.RemoveBorrowerEverywhere(borrower);
+                 });
+  borrower_watches_[borrower] = *conn;
+  return true;
 }
 
 }  // namespace worker

@@ -1,5 +1,7 @@
 #include "raio/worker/object_table.h"
 
+#include <algorithm>
+
 namespace raio::worker {
 
 void ObjectTable::Create(const ObjectId& id, int local_refs) {
@@ -103,7 +105,10 @@ void ObjectTable::RemoveBorrower(const ObjectId& id, const WorkerId& borrower, i
   auto b = it->second.borrowers.find(borrower);
   if (b == it->second.borrowers.end()) return;
   b->second -= count;
-  if (b->second <= 0) it->second.borrowers.erase(b);
+  if (b->second <= 0) {
+    it->second.borrowers.erase(b);
+    ForgetOnBehalf(it->second, borrower);
+  }
   MaybeFree(it);
 }
 
@@ -116,6 +121,72 @@ void ObjectTable::RemoveBorrowerEverywhere(const WorkerId& borrower) {
     auto it = objects_.find(id);
     if (it == objects_.end()) continue;
     it->second.borrowers.erase(borrower);
+    ForgetOnBehalf(it->second, borrower);
+    MaybeFree(it);
+  }
+}
+
+void ObjectTable::ForgetOnBehalf(ObjectEntry& e, const WorkerId& borrower) {
+  auto first = e.on_behalf.lower_bound({borrower, ObjectId()});
+  auto last = first;
+  while (last != e.on_behalf.end() && last->first.first == borrower) ++last;
+  e.on_behalf.erase(first, last);
+}
+
+bool ObjectTable::AddBorrowerOnBehalf(const ObjectId& id, const WorkerId& borrower,
+                                      const WorkerId& self, const ObjectId& task_return,
+                                      uint32_t attempt, int count) {
+  auto it = objects_.find(id);
+  if (it == objects_.end() || it->second.borrowed) return false;
+  ObjectEntry& e = it->second;
+  ObjectEntry::OnBehalf& slot = e.on_behalf[{borrower, task_return}];
+  if (attempt < slot.attempt) return true;  // a late registration of a dead attempt
+  int stale = 0;
+  if (attempt > slot.attempt) {
+    stale = slot.count;
+    slot = {attempt, 0};
+  }
+  slot.count += count;
+  bool is_self = borrower == self;
+  if (is_self) {
+    e.local_refs += count;
+    self_on_behalf_[task_return].push_back(id);
+  } else {
+    e.borrowers[borrower] += count;
+  }
+  // The dead attempt's references go last, so the entry cannot be freed in between.
+  if (stale > 0) {
+    if (is_self) {
+      it->second.local_refs -= stale;
+      MaybeFree(it);
+    } else {
+      RemoveBorrower(id, borrower, stale);
+    }
+  }
+  return true;
+}
+
+void ObjectTable::SettleOnBehalf(const ObjectId& task_return, const WorkerId& self,
+                                 bool delivered) {
+  auto idx = self_on_behalf_.find(task_return);
+  if (idx == self_on_behalf_.end()) return;
+  std::vector<ObjectId> ids = std::move(idx->second);
+  self_on_behalf_.erase(idx);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (const auto& id : ids) {
+    auto it = objects_.find(id);
+    if (it == objects_.end()) continue;
+    auto slot = it->second.on_behalf.find({self, task_return});
+    if (slot == it->second.on_behalf.end()) continue;
+    if (delivered) {
+      it->second.on_behalf.erase(slot);
+      continue;
+    }
+    // Keep the attempt number, so that a late registration of the dead attempt is ignored.
+    int n = slot->second.count;
+    slot->second = {slot->second.attempt + 1, 0};
+    it->second.local_refs -= n;
     MaybeFree(it);
   }
 }

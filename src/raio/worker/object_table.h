@@ -48,6 +48,15 @@ struct ObjectEntry {
   std::string owner_address;
   int owner_registrations = 0;  // ADD_BORROWER counts the owner holds for this process
   bool fetch_requested = false;
+  // Owned objects: references registered by the executor of a task on behalf of the
+  // task's caller (the ref is inside the task's result), by (caller, task return id).
+  // Only the latest attempt of a task counts: a retry's registrations replace those of
+  // an attempt whose worker died before the caller received its result.
+  struct OnBehalf {
+    uint32_t attempt = 0;
+    int count = 0;
+  };
+  std::map<std::pair<WorkerId, ObjectId>, OnBehalf> on_behalf;
 };
 
 class ObjectTable {
@@ -83,6 +92,18 @@ class ObjectTable {
   void RemoveBorrower(const ObjectId& id, const WorkerId& borrower, int count);
   // A borrower process died: drops its references to every object.
   void RemoveBorrowerEverywhere(const WorkerId& borrower);
+  // Adds `count` references of `borrower` to owned object `id`, registered by the worker
+  // running attempt `attempt` of the task whose return object is `task_return` (the ref is
+  // in that task's result). `self` is this process's worker id: a registration for it is
+  // a local reference. Registrations of an older attempt are replaced (the attempt died
+  // before its result arrived) or, when they arrive late, ignored. Returns false when
+  // `id` is not an owned object here.
+  bool AddBorrowerOnBehalf(const ObjectId& id, const WorkerId& borrower, const WorkerId& self,
+                           const ObjectId& task_return, uint32_t attempt, int count);
+  // This process's own task `task_return` is settled: its result arrived (`delivered`: the
+  // references registered on our behalf now belong to the result) or its worker died
+  // (they are dropped; a retry registers again).
+  void SettleOnBehalf(const ObjectId& task_return, const WorkerId& self, bool delivered);
   std::size_t size() const { return objects_.size(); }
 
  private:
@@ -90,8 +111,14 @@ class ObjectTable {
   std::vector<TaskEntry*> MarkReady(Map::iterator it);
   void MaybeFree(Map::iterator it);
 
+  // Erases `borrower`'s on-behalf bookkeeping of entry `e` (its references are gone).
+  static void ForgetOnBehalf(ObjectEntry& e, const WorkerId& borrower);
+
   Callbacks callbacks_;
   Map objects_;
+  // Task return id -> owned objects holding references registered on this process's
+  // behalf by that task's executor (until SettleOnBehalf).
+  std::unordered_map<ObjectId, std::vector<ObjectId>, ObjectId::Hasher> self_on_behalf_;
 };
 
 }  // namespace raio::worker

@@ -294,7 +294,7 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
         absl::Status ref_status;
         internal::ContainedRefs contained([&](const ObjectId& id) {
           if (core_ == nullptr || !ref_status.ok()) return;
-          auto info = core_->RegisterBorrowerFor(id, owner);
+          auto info = core_->RegisterBorrowerFor(id, owner, spec);
           if (!info.ok()) {
             ref_status = info.status();
             return;

@@ -201,6 +201,10 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
   --lease->in_flight;
   SchedulingClass* cls = t->cls;
   t->pushed_to.reset();
+  if (!reply.ok()) {
+    // References the dead attempt registered on our behalf will never be delivered.
+    objects_.SettleOnBehalf(t->return_id, self_, /*delivered=*/false);
+  }
   if (t->cancelled) {
     if (!reply.ok() && !lease->dead) {
       lease->dead = true;
@@ -262,7 +266,9 @@ void TaskSubmitter::ReleaseTask(TaskEntry* t) {
 }
 
 void TaskSubmitter::FinishFromReply(const ObjectId& id, proto::PushTaskReply& r) {
-  // ObjectRefs inside the result: the worker registered us as their borrower.
+  // ObjectRefs inside the result: the worker registered us as their borrower (with our own
+  // owner service for objects we own; those references now belong to the result).
+  if (r.contained_size() > 0) objects_.SettleOnBehalf(id, self_, /*delivered=*/true);
   std::vector<ObjectId> contained;
   for (const auto& info : r.contained()) {
     ObjectId cid = ObjectId::FromBinary(info.object_id());

@@ -92,6 +92,9 @@ class TaskSubmitter {
   void Shutdown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::size_t num_pending_tasks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return tasks_.size(); }
 
+  // This process's worker id.
+  const WorkerId& self() const { return self_; }
+
  private:
   bool TryResolve(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
