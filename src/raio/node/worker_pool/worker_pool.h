@@ -63,6 +63,9 @@ class WorkerPool {
   // job unless some are kept.
   void RemoveJob(JobId job, const std::set<WorkerId>& keep = {}, bool keep_job = false);
   void KillAll();
+  // Whether process `pid`, once a worker of this pool, has exited and been reaped
+  // (false while it is a live worker or a killed, not yet reaped one).
+  bool IsReaped(pid_t pid) const;
   // Reaps exited processes; returns workers that exited or overstayed their start.
   std::vector<WorkerId> Reap();
   const std::map<WorkerId, WorkerProcess>& workers() const { return workers_; }
