@@ -162,6 +162,18 @@ TEST_F(MemoryMonitorTest, OutOfMemoryIsAWorkerCrash) {
   EXPECT_EQ(CountLines(attempts_), 1);
 }
 
+TEST_F(MemoryMonitorTest, ACrashIsStillAPlainWorkerCrash) {
+  StartCluster(SystemUsedBytes() + (1ull << 30));
+  try {
+    raio::Task(raio_test::Crash).SetMaxRetries(1).Remote(1).Get();
+    FAIL() << "Crash returned";
+  } catch (const raio::OutOfMemoryError& e) {
+    FAIL() << "a crash was reported as out of memory: " << e.what();
+  } catch (const raio::WorkerCrashedError& e) {
+    EXPECT_NE(std::string(e.what()).find("retries ran out"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(MemoryMonitorTest, TaskUnderTheThresholdSucceeds) {
   StartCluster(SystemUsedBytes() + (3ull << 30));
   EXPECT_EQ(raio::Task(Hog).SetMaxRetries(0).Remote(attempts_, 256, 64, 10, 500).Get(), 256);
