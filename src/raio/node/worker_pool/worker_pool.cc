@@ -157,11 +157,8 @@ void WorkerPool::KillAll() {
 }
 
 bool WorkerPool::IsReaped(pid_t pid) const {
-  if (std::find(zombies_.begin(), zombies_.end(), pid) != zombies_.end()) return false;
-  for (const auto& [id, w] : workers_) {
-    if (w.pid == pid) return false;
-  }
-  return true;
+  // Only the zombie list: a live worker that got the same pid since must not count.
+  return std::find(zombies_.begin(), zombies_.end(), pid) == zombies_.end();
 }
 
 std::vector<WorkerId> WorkerPool::Reap() {

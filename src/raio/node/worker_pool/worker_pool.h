@@ -63,8 +63,7 @@ class WorkerPool {
   // job unless some are kept.
   void RemoveJob(JobId job, const std::set<WorkerId>& keep = {}, bool keep_job = false);
   void KillAll();
-  // Whether process `pid`, once a worker of this pool, has exited and been reaped
-  // (false while it is a live worker or a killed, not yet reaped one).
+  // Whether `pid`, a worker this pool killed, has been reaped (its memory is free).
   bool IsReaped(pid_t pid) const;
   // Reaps exited processes; returns workers that exited or overstayed their start.
   std::vector<WorkerId> Reap();
