@@ -235,6 +235,7 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
           [this, lease](const absl::StatusOr<std::string_view>& r) { OnFailureCause(lease, r); },
           config::kWorkerFailureCauseTimeout);
     }
+    Dispatch(cls);  // the class's queued tasks go on meanwhile (the dead lease is gone)
     return;
   }
   t->pushed_to.reset();
