@@ -181,6 +181,15 @@ TEST_F(MemoryMonitorTest, TaskUnderTheThresholdSucceeds) {
   ExpectResourcesBackToTotals();
 }
 
+TEST_F(MemoryMonitorTest, IntervalZeroTurnsTheMonitorOff) {
+  ::setenv("RAIO_MEMORY_MONITOR_INTERVAL_MS", "0", 1);
+  StartCluster(SystemUsedBytes() + (512ull << 20));
+  ::unsetenv("RAIO_MEMORY_MONITOR_INTERVAL_MS");
+  // 1.5 GiB, well above the threshold, and held long enough for several rounds.
+  EXPECT_EQ(raio::Task(Hog).SetMaxRetries(0).Remote(attempts_, 1536, 64, 10, 1000).Get(), 1536);
+  EXPECT_EQ(CountLines(attempts_), 1);
+}
+
 TEST_F(MemoryMonitorTest, ActorEndedByTheMonitorDiesWithTheFiguresAsCause) {
   StartCluster(SystemUsedBytes() + (1ull << 30));
   auto hoarder = raio::Actor(Hoarder::Create).SetMaxRestarts(0).Remote();
