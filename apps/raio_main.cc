@@ -2,6 +2,8 @@
 //
 //   raio start --head [--host H] [--port P] [--num-cpus N] [--num-gpus N]
 //                     [--memory BYTES] [--resources JSON] [--block]
+//                     [--memory-usage-threshold FRACTION]
+//                     [--memory-usage-threshold-bytes BYTES]
 //   raio stop
 //   raio status [--address HOST:PORT] [--json]
 //   raio list objects [--address HOST:PORT] [--json]
@@ -104,6 +106,10 @@ int Start(const raio::api::LocalClusterOptions& options, bool block) {
   }
   if (auto total = raio::api::NodeResources(options); !total.ok()) {
     std::cerr << "raio start: " << total.status().message() << "\n";
+    return 2;
+  }
+  if (auto monitor = raio::api::MemoryMonitorSettings(options); !monitor.ok()) {
+    std::cerr << "raio start: " << monitor.status().message() << "\n";
     return 2;
   }
   if (block) {
@@ -401,6 +407,18 @@ int main(int argc, char** argv) {
       ->add_option("--object-store-memory", store_bytes,
                    "size of the shared-memory object store in bytes (default: 30% of RAM)")
       ->check(finite_non_negative);
+  double usage_threshold = -1, usage_threshold_bytes = -1;
+  start
+      ->add_option("--memory-usage-threshold", usage_threshold,
+                   "the node ends the leased worker using the most memory when the node's "
+                   "memory use crosses this fraction (0, 1] of its memory (default: "
+                   "RAIO_MEMORY_USAGE_THRESHOLD, else 0.95)")
+      ->check(finite_non_negative);
+  start
+      ->add_option("--memory-usage-threshold-bytes", usage_threshold_bytes,
+                   "the same as an absolute use in bytes; the smaller threshold applies "
+                   "(default: RAIO_MEMORY_USAGE_THRESHOLD_BYTES, else none)")
+      ->check(finite_non_negative);
   start->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"TPU\": 4}'");
   start->add_flag("--block", block, "run in the foreground");
   auto* stop = app.add_subcommand("stop", "stop the cluster started by `raio start`");
@@ -431,6 +449,10 @@ int main(int argc, char** argv) {
     if (num_gpus >= 0) start_options.num_gpus = num_gpus;
     if (memory >= 0) start_options.memory_bytes = memory;
     if (store_bytes >= 0) start_options.object_store_bytes = static_cast<uint64_t>(store_bytes);
+    if (usage_threshold >= 0) start_options.memory_usage_threshold = usage_threshold;
+    if (usage_threshold_bytes >= 0) {
+      start_options.memory_usage_threshold_bytes = static_cast<uint64_t>(usage_threshold_bytes);
+    }
     if (!resources_json.empty()) {
       try {
         auto j = nlohmann::json::parse(resources_json);

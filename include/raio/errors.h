@@ -44,6 +44,21 @@ class WorkerCrashedError : public RaioException {
   using RaioException::RaioException;
 };
 
+// The node's memory monitor ended the worker process running the task, because the
+// node's memory use crossed its threshold (memory_usage_threshold, default 0.95 of the
+// node's memory, or memory_usage_threshold_bytes) and that worker used the most memory
+// of the node's leased workers; and the task's retries (SetMaxRetries, default 3) ran
+// out. Each kill by the monitor uses one retry, as a crash does.
+// what() reads "<function> ran out of memory: the memory monitor of node <node> ended
+// worker <id> (pid <pid>, ...) using <rss> resident: the node's memory use <used> of
+// <total> total crossed the threshold <threshold> (<how it was set>); <n> attempts
+// were made", every size both in binary units (GiB/MiB) and in bytes.
+// Derives from WorkerCrashedError, so code that catches worker deaths catches it too.
+// Thrown by Get() (and by Get() of tasks that took the result as an argument).
+class OutOfMemoryError : public WorkerCrashedError {
+  using WorkerCrashedError::WorkerCrashedError;
+};
+
 // Get() with a timeout found the object not ready in time. The task keeps running and
 // a later Get() can still return its value.
 class GetTimeoutError : public RaioException {

@@ -48,6 +48,15 @@ struct InitOptions {
   // Embedded cluster only: size of the node's shared-memory object store in bytes
   // [30% of RAM].
   std::optional<uint64_t> object_store_memory_bytes;
+  // Embedded cluster only: the node's memory monitor ends the leased worker using the
+  // most memory when the node's memory use crosses this share of its memory, a fraction
+  // in (0, 1] [RAIO_MEMORY_USAGE_THRESHOLD, else 0.95]. The task is retried per its
+  // max_retries; then Get throws OutOfMemoryError.
+  std::optional<double> memory_usage_threshold;
+  // Embedded cluster only: the same as an absolute use in bytes; with both set, the
+  // smaller threshold applies [RAIO_MEMORY_USAGE_THRESHOLD_BYTES, else none].
+  // RAIO_MEMORY_MONITOR_INTERVAL_MS sets how often the node checks [250; 0 = off].
+  std::optional<uint64_t> memory_usage_threshold_bytes;
 };
 
 // Starts raio in this process. With no address (and no RAIO_ADDRESS) it starts an

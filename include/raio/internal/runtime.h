@@ -114,6 +114,14 @@ struct ObjectStats {
 };
 ObjectStats GetObjectStats();
 
+// The local node's resources by name (tests and tools): what it offers in total and what
+// is not held by a lease or an actor now.
+struct NodeResourceStats {
+  std::map<std::string, double> total;
+  std::map<std::string, double> available;
+};
+NodeResourceStats GetNodeResources();
+
 // Reference counting of ObjectRef copies in this process. No-ops when not initialized.
 void AddLocalReference(const ObjectId& id);
 void RemoveLocalReference(const ObjectId& id);

@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/process.h"
@@ -34,6 +36,44 @@ absl::StatusOr<ResourceSet> NodeResources(const LocalClusterOptions& options) {
   return ResourceSet::FromMap(m);
 }
 
+absl::StatusOr<node::MemoryMonitorOptions> MemoryMonitorSettings(
+    const LocalClusterOptions& options) {
+  node::MemoryMonitorOptions m;
+  auto env = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    return std::string(v);
+  };
+  auto bad = [](const char* name, const std::string& v, const char* want) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "='", v, "' is not ", want));
+  };
+  if (options.memory_usage_threshold) {
+    m.usage_threshold = *options.memory_usage_threshold;
+  } else if (auto v = env("RAIO_MEMORY_USAGE_THRESHOLD")) {
+    if (!absl::SimpleAtod(*v, &m.usage_threshold)) {
+      return bad("RAIO_MEMORY_USAGE_THRESHOLD", *v, "a fraction in (0, 1]");
+    }
+  }
+  if (options.memory_usage_threshold_bytes) {
+    m.usage_threshold_bytes = *options.memory_usage_threshold_bytes;
+  } else if (auto v = env("RAIO_MEMORY_USAGE_THRESHOLD_BYTES")) {
+    uint64_t bytes = 0;
+    if (!absl::SimpleAtoi(*v, &bytes)) {
+      return bad("RAIO_MEMORY_USAGE_THRESHOLD_BYTES", *v, "a byte count");
+    }
+    m.usage_threshold_bytes = bytes;
+  }
+  if (auto v = env("RAIO_MEMORY_MONITOR_INTERVAL_MS")) {
+    int64_t ms = 0;
+    if (!absl::SimpleAtoi(*v, &ms) || ms < 0) {
+      return bad("RAIO_MEMORY_MONITOR_INTERVAL_MS", *v, "a number of milliseconds >= 0");
+    }
+    m.interval = std::chrono::milliseconds(ms);
+  }
+  if (absl::Status s = m.Validate(); !s.ok()) return s;
+  return m;
+}
+
 uint64_t ObjectStoreBytes(const LocalClusterOptions& options) {
   if (options.object_store_bytes) return *options.object_store_bytes;
   return static_cast<uint64_t>(static_cast<double>(DetectMemoryBytes()) *
@@ -44,6 +84,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     const LocalClusterOptions& options) {
   auto total = NodeResources(options);
   if (!total.ok()) return total.status();
+  auto memory_monitor = MemoryMonitorSettings(options);
+  if (!memory_monitor.ok()) return memory_monitor.status();
   CleanStaleSessions();
   auto cluster = std::unique_ptr<LocalCluster>(new LocalCluster());
   cluster->session_dir_ = MakeTempDir("session");
@@ -63,7 +105,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   std::string connect_host = options.host == "0.0.0.0" ? "127.0.0.1" : options.host;
   auto node = node::NodeManager::Create({cluster->session_dir_,
                                          absl::StrCat(connect_host, ":", cluster->head_->port()),
-                                         *total, ObjectStoreBytes(options)});
+                                         *total, ObjectStoreBytes(options), *memory_monitor});
   if (!node.ok()) {
     cluster->Stop();
     return node.status();

@@ -22,6 +22,10 @@ struct LocalClusterOptions {
   std::optional<double> memory_bytes;
   std::optional<uint64_t> object_store_bytes;
   std::map<std::string, double> resources;
+  // Memory monitor thresholds; unset ones come from RAIO_MEMORY_USAGE_THRESHOLD and
+  // RAIO_MEMORY_USAGE_THRESHOLD_BYTES, else the defaults (0.95, none).
+  std::optional<double> memory_usage_threshold;
+  std::optional<uint64_t> memory_usage_threshold_bytes;
   std::function<void()> on_shutdown_request;
 };
 
@@ -42,6 +46,12 @@ class LocalCluster {
   std::unique_ptr<node::NodeManager> node_;
 };
 
+// The node's memory monitor settings: the options, else the environment
+// (RAIO_MEMORY_USAGE_THRESHOLD, RAIO_MEMORY_USAGE_THRESHOLD_BYTES,
+// RAIO_MEMORY_MONITOR_INTERVAL_MS), else config's defaults. InvalidArgument naming the
+// setting when a value is malformed or out of range.
+absl::StatusOr<node::MemoryMonitorOptions> MemoryMonitorSettings(
+    const LocalClusterOptions& options);
 // The object store size: the option, else 30% of RAM.
 uint64_t ObjectStoreBytes(const LocalClusterOptions& options);
 // The resources a node offers: detected CPUs and memory unless overridden, GPUs as given.

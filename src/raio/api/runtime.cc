@@ -238,6 +238,8 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
       lo.memory_bytes = options.memory_bytes;
       lo.resources = options.resources;
       lo.object_store_bytes = options.object_store_memory_bytes;
+      lo.memory_usage_threshold = options.memory_usage_threshold;
+      lo.memory_usage_threshold_bytes = options.memory_usage_threshold_bytes;
       auto cluster = api::LocalCluster::Create(lo);
       if (!cluster.ok()) {
         if (cluster.status().code() == absl::StatusCode::kInvalidArgument) {
@@ -249,10 +251,11 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
       rt->cluster = std::move(*cluster);
       address = rt->cluster->head_address();
     } else if (options.num_cpus || options.num_gpus || options.memory_bytes ||
-               options.object_store_memory_bytes || !options.resources.empty()) {
+               options.object_store_memory_bytes || !options.resources.empty() ||
+               options.memory_usage_threshold || options.memory_usage_threshold_bytes) {
       throw InvalidUsageError(
-          "raio::Init: num_cpus/num_gpus/memory/resources apply to an embedded cluster only; "
-          "pass them to `raio start` for a standalone cluster");
+          "raio::Init: num_cpus/num_gpus/memory/resources/memory_usage_threshold apply to an "
+          "embedded cluster only; pass them to `raio start` for a standalone cluster");
     }
     JoinCluster(*rt, address, options.ns);
   } catch (...) {
@@ -313,6 +316,14 @@ ObjectStats GetObjectStats() {
   out.store_used_bytes = stats.object_store().used_bytes();
   out.store_spilled_objects = stats.object_store().num_spilled();
   out.store_capacity_bytes = stats.object_store().capacity_bytes();
+  return out;
+}
+
+NodeResourceStats GetNodeResources() {
+  proto::NodeStats stats = CoreOrThrow()->GetNodeStats();
+  NodeResourceStats out;
+  for (const auto& [name, amount] : stats.total().amounts()) out.total[name] = amount;
+  for (const auto& [name, amount] : stats.available().amounts()) out.available[name] = amount;
   return out;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 namespace raio::config {
@@ -45,5 +46,21 @@ inline constexpr double kDefaultObjectStoreFraction = 0.3;
 inline constexpr uint64_t kObjectStorePrefaultBytes = 256ull << 20;
 // Share of physical RAM offered as the "memory" resource by default.
 inline constexpr double kDefaultMemoryFraction = 0.7;
+
+// Memory monitor (src/raio/node/memory_monitor.h): the node measures its memory use this
+// often [RAIO_MEMORY_MONITOR_INTERVAL_MS; 0 turns it off] and, above the threshold, ends
+// the leased worker with the largest resident set.
+inline constexpr std::chrono::milliseconds kDefaultMemoryMonitorInterval{250};
+// Share of the node's memory above which the monitor ends a worker, as Ray's
+// RAY_memory_usage_threshold [RAIO_MEMORY_USAGE_THRESHOLD,
+// InitOptions::memory_usage_threshold, --memory-usage-threshold]. An absolute threshold
+// (RAIO_MEMORY_USAGE_THRESHOLD_BYTES, ...) has no default.
+inline constexpr double kDefaultMemoryUsageThreshold = 0.95;
+// The node remembers why it ended this many recent workers, for owners that ask
+// (GET_WORKER_FAILURE_CAUSE) after seeing their connection to the worker break.
+inline constexpr std::size_t kMaxRememberedWorkerFailures = 1024;
+// An owner whose worker connection broke waits this long for the node to say why before
+// treating the death as a plain crash.
+inline constexpr std::chrono::milliseconds kWorkerFailureCauseTimeout{1000};
 
 }  // namespace raio::config

@@ -231,7 +231,7 @@ void ActorManager::Bury(Record& r, const std::string& cause, bool kill_worker) {
   NotifyWaiters(r);
 }
 
-bool ActorManager::OnWorkerGone(const WorkerId& worker) {
+bool ActorManager::OnWorkerGone(const WorkerId& worker, const std::string& reason) {
   for (auto& [id, r] : actors_) {
     if (r.worker != worker || r.state == proto::ACTOR_DEAD) continue;
     r.worker = WorkerId();
@@ -243,10 +243,12 @@ bool ActorManager::OnWorkerGone(const WorkerId& worker) {
       ++r.num_restarts;
       ++r.incarnation;
       r.state = proto::ACTOR_RESTARTING;
-      RAIO_LOG_INFO("actor {} restarting ({} of {})", id.Hex(), r.num_restarts, max);
+      RAIO_LOG_INFO("actor {} restarting ({} of {}){}{}", id.Hex(), r.num_restarts, max,
+                    reason.empty() ? "" : ": ", reason);
     } else {
       Bury(r,
-           absl::StrCat("its process died", r.num_restarts > 0 ? " after " : "",
+           absl::StrCat("its process died", reason.empty() ? "" : " (", reason,
+                        reason.empty() ? "" : ")", r.num_restarts > 0 ? " after " : "",
                         r.num_restarts > 0 ? absl::StrCat(r.num_restarts, " restarts") : "",
                         " and it may not restart again"),
            false);

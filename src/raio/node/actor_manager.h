@@ -35,7 +35,9 @@ class ActorManager {
   // Places pending actors on idle workers; adds to `workers_needed` per job.
   void Schedule(std::map<JobId, int>* workers_needed);
   // A worker process is gone; restarts or buries its actor. Returns whether it hosted one.
-  bool OnWorkerGone(const WorkerId& worker);
+  // `reason` says why when the node ended it (e.g. the memory monitor, with its figures);
+  // empty for a crash or an exit. It becomes the death cause when the actor is buried.
+  bool OnWorkerGone(const WorkerId& worker, const std::string& reason = "");
   // The job ended: its actors die, except detached ones. Returns the workers to keep;
   // `keep_job` says whether the job's executable is still needed (for restarts).
   std::set<WorkerId> OnJobEnded(JobId job, bool* keep_job);

@@ -39,6 +39,7 @@ NodeManager::NodeManager(Options options)
 NodeManager::~NodeManager() { Stop(); }
 
 absl::Status NodeManager::Start() {
+  if (absl::Status s = options_.memory_monitor.Validate(); !s.ok()) return s;
   auto store =
       ObjectStoreService::Create(options_.object_store_bytes, options_.session_dir + "/spill",
                                  config::kObjectStorePrefaultBytes);
@@ -65,7 +66,10 @@ absl::Status NodeManager::Start() {
   options_.total.ToProto(reg.mutable_total());
   auto reply = rpc::CallSync(*head_, proto::REGISTER_NODE, reg, config::kControlRpcTimeout);
   if (!reply.ok()) return reply.status();
-  loop_.Post([this] { ArmReapTimer(); });
+  loop_.Post([this] {
+    ArmReapTimer();
+    if (options_.memory_monitor.interval.count() > 0) ArmMemoryTimer();
+  });
   RAIO_LOG_INFO("node {} up at {} with {}", id_.Hex(), socket_path_, options_.total.ToString());
   return absl::OkStatus();
 }
@@ -77,6 +81,7 @@ void NodeManager::Stop() {
   loop_.Post([this, &done] {
     stopped_ = true;
     if (reap_timer_) reap_timer_->cancel();
+    if (memory_timer_) memory_timer_->cancel();
     if (listener_) listener_->Stop();
     pool_.KillAll();
     for (auto& [raw, entry] : peers_) entry.first->Close(absl::CancelledError("node stopping"));
@@ -91,6 +96,7 @@ void NodeManager::Stop() {
   leases_.clear();
   pending_.clear();
   reap_timer_.reset();
+  memory_timer_.reset();
   store_.reset();  // unmaps and unlinks the shared memory, removes spill files
 }
 
@@ -102,6 +108,94 @@ void NodeManager::ArmReapTimer() {
     for (const auto& id : pool_.Reap()) OnWorkerGone(id);
     ArmReapTimer();
   });
+}
+
+void NodeManager::ArmMemoryTimer() {
+  if (!memory_timer_) memory_timer_ = std::make_unique<boost::asio::steady_timer>(loop_.io());
+  memory_timer_->expires_after(options_.memory_monitor.interval);
+  memory_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    CheckMemory();
+    ArmMemoryTimer();
+  });
+}
+
+void NodeManager::CheckMemory() {
+  // One victim at a time: its memory is only free once its process has been reaped;
+  // measuring before would end a second worker for the same pressure.
+  if (oom_victim_pid_ > 0) {
+    if (!pool_.IsReaped(oom_victim_pid_)) return;
+    oom_victim_pid_ = -1;
+  }
+  absl::StatusOr<MemoryUsage> usage = ReadMemoryUsage();
+  if (!usage.ok()) {
+    if (!warned_unreadable_) {
+      RAIO_LOG_WARN("memory monitor: cannot measure memory use: {}", usage.status().message());
+    }
+    warned_unreadable_ = true;
+    return;
+  }
+  const uint64_t threshold = ThresholdBytes(options_.memory_monitor, usage->total_bytes);
+  if (usage->used_bytes <= threshold) {
+    warned_no_victim_ = false;
+    return;
+  }
+  // Leased workers only: the daemon, drivers and idle or starting workers are never ended.
+  std::vector<VictimCandidate> candidates;
+  for (const auto& [id, w] : pool_.workers()) {
+    if (w.state != WorkerProcess::State::kLeased || w.pid <= 0) continue;
+    absl::StatusOr<uint64_t> rss = ReadRssBytes(w.pid);
+    if (!rss.ok()) continue;  // exited meanwhile; the reaper will see it
+    VictimCandidate c;
+    c.worker = id;
+    c.pid = w.pid;
+    c.rss_bytes = *rss;
+    c.is_actor = w.hosts_actor;
+    if (w.hosts_actor) {
+      c.description = "hosting an actor";
+    } else {
+      auto lit = leases_.find(w.lease);
+      c.description = absl::StrCat("leased for ",
+                                   lit == leases_.end() || lit->second.spec.function_name().empty()
+                                       ? std::string("tasks")
+                                       : lit->second.spec.function_name());
+    }
+    candidates.push_back(std::move(c));
+  }
+  std::optional<std::size_t> pick = ChooseVictim(candidates);
+  if (!pick) {
+    if (!warned_no_victim_) {
+      RAIO_LOG_WARN(
+          "memory monitor: node memory use {} of {} is above the threshold {}, but no "
+          "leased worker is running to end",
+          FormatBytes(usage->used_bytes), FormatBytes(usage->total_bytes), FormatBytes(threshold));
+    }
+    warned_no_victim_ = true;
+    return;
+  }
+  const VictimCandidate& victim = candidates[*pick];
+  std::string message = DescribeKill(id_.Hex(), victim, *usage, threshold, options_.memory_monitor);
+  RAIO_LOG_WARN("{}", message);
+  proto::WorkerFailureCause cause;
+  cause.set_kind(proto::WorkerFailureCause::OUT_OF_MEMORY);
+  cause.set_message(message);
+  cause.set_node_used_bytes(usage->used_bytes);
+  cause.set_node_total_bytes(usage->total_bytes);
+  cause.set_threshold_bytes(threshold);
+  cause.set_pid(victim.pid);
+  cause.set_rss_bytes(victim.rss_bytes);
+  // Before the kill: the owner asks as soon as its connection breaks.
+  RememberFailureCause(victim.worker, std::move(cause));
+  oom_victim_pid_ = victim.pid;
+  OnWorkerGone(victim.worker, message);
+}
+
+void NodeManager::RememberFailureCause(const WorkerId& id, proto::WorkerFailureCause cause) {
+  if (failure_causes_.insert_or_assign(id, std::move(cause)).second) failure_order_.push_back(id);
+  while (failure_order_.size() > config::kMaxRememberedWorkerFailures) {
+    failure_causes_.erase(failure_order_.front());
+    failure_order_.pop_front();
+  }
 }
 
 void NodeManager::OnAccept(ConnPtr conn) {
@@ -167,6 +261,13 @@ void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h, std:
         OnWorkerGone(it->second.worker);
       }
       if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
+      return;
+    }
+    case proto::GET_WORKER_FAILURE_CAUSE: {
+      proto::GetWorkerFailureCauseRequest req;
+      if (!parse(req)) return;
+      auto it = failure_causes_.find(WorkerId::FromBinary(req.worker_id()));
+      conn->Reply(h, it == failure_causes_.end() ? proto::WorkerFailureCause() : it->second);
       return;
     }
     case proto::NOTIFY_BLOCKED:
@@ -355,12 +456,12 @@ void NodeManager::HandleBlocked(const ConnPtr& conn, bool blocked) {
   }
 }
 
-void NodeManager::OnWorkerGone(const WorkerId& id) {
+void NodeManager::OnWorkerGone(const WorkerId& id, const std::string& reason) {
   WorkerProcess* w = pool_.Find(id);
   if (w == nullptr) return;
   LeaseId lease = w->lease;
   pool_.Kill(id);
-  actors_.OnWorkerGone(id);
+  actors_.OnWorkerGone(id, reason);
   auto it = leases_.find(lease);
   if (it != leases_.end()) ReleaseLease(it);
   ScheduleLeases();

@@ -7,6 +7,11 @@
 // one if needed) and replies with the worker's socket. The owner then pushes tasks
 // straight to the worker and returns the lease when its queue is drained.
 //
+// Memory monitor: every options.memory_monitor.interval the node measures its memory use
+// and, above the threshold, ends the leased worker with the largest resident set (one at
+// a time: the next only after the previous one was reaped), remembering why so that the
+// worker's owner can ask (GET_WORKER_FAILURE_CAUSE). See memory_monitor.h.
+//
 // Threading: all state lives on the node's EventLoop; Create/Stop from other threads.
 #pragma once
 
@@ -23,6 +28,7 @@
 #include "raio/common/resources.h"
 #include "raio/node.pb.h"
 #include "raio/node/actor_manager.h"
+#include "raio/node/memory_monitor.h"
 #include "raio/node/object_store_service.h"
 #include "raio/node/scheduler/local_resource_manager.h"
 #include "raio/node/worker_pool/worker_pool.h"
@@ -41,6 +47,8 @@ class NodeManager {
     ResourceSet total;
     // Size of the node's shared-memory object store in bytes.
     uint64_t object_store_bytes = 0;
+    // When and how hard to end workers under memory pressure; must be Validate()d.
+    MemoryMonitorOptions memory_monitor;
   };
 
   static absl::StatusOr<std::unique_ptr<NodeManager>> Create(Options options);
@@ -92,9 +100,15 @@ class NodeManager {
   void ScheduleLeases();
   void Grant(Lease& lease, WorkerProcess& worker);
   void ReleaseLease(std::map<LeaseId, Lease>::iterator it);
-  void OnWorkerGone(const WorkerId& id);
+  // Ends worker `id` (if still known) and frees what it held. `reason` (empty: a crash,
+  // an exit or a kill by its owner) becomes an actor's death cause.
+  void OnWorkerGone(const WorkerId& id, const std::string& reason = "");
   void OnJobEnded(JobId job);
   void ArmReapTimer();
+  void ArmMemoryTimer();
+  // One memory monitor round: measure, and end a worker if over the threshold.
+  void CheckMemory();
+  void RememberFailureCause(const WorkerId& id, proto::WorkerFailureCause cause);
   std::string ClusterDescription() const;
 
   Options options_;
@@ -104,6 +118,7 @@ class NodeManager {
   std::unique_ptr<rpc::Listener> listener_;
   std::shared_ptr<rpc::Connection> head_;
   std::unique_ptr<boost::asio::steady_timer> reap_timer_;
+  std::unique_ptr<boost::asio::steady_timer> memory_timer_;
   bool has_gpus_ = false;
 
   // Loop thread only.
@@ -115,6 +130,14 @@ class NodeManager {
   std::map<LeaseId, Lease> leases_;
   std::deque<LeaseId> pending_;
   std::map<rpc::Connection*, std::pair<std::shared_ptr<rpc::Connection>, Peer>> peers_;
+  // Memory monitor: the pid of the last worker it ended until that process is reaped
+  // (-1: none pending), whether the current episode was already logged, and the causes
+  // of recent deaths the node caused (oldest first in failure_order_).
+  pid_t oom_victim_pid_ = -1;
+  bool warned_no_victim_ = false;
+  bool warned_unreadable_ = false;
+  std::map<WorkerId, proto::WorkerFailureCause> failure_causes_;
+  std::deque<WorkerId> failure_order_;
   bool stopped_ = false;
   std::atomic<bool> stop_called_{false};
 };

@@ -320,6 +320,8 @@ void CoreWorker::ThrowError(const proto::ErrorInfo& e, const ObjectId& id) {
       throw OwnerDiedError(e.message());
     case proto::TASK_CANCELLED:
       throw TaskCancelledError(e.message());
+    case proto::OUT_OF_MEMORY:
+      throw OutOfMemoryError(e.message());
     default:
       throw ObjectLostError(absl::StrCat("object ", id.Hex(), ": ", e.message()));
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <boost/asio/steady_timer.hpp>
 #include <cstring>
+#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
@@ -200,17 +202,18 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
   if (shut_down_ || tasks_.count(t) == 0) return;
   --lease->in_flight;
   SchedulingClass* cls = t->cls;
-  t->pushed_to.reset();
   if (!reply.ok()) {
     // References the dead attempt registered on our behalf will never be delivered.
     objects_.SettleOnBehalf(t->return_id, self_, /*delivered=*/false);
   }
+  if (!reply.ok() && !lease->dead) {
+    // The worker is gone (crash, kill, exit).
+    lease->dead = true;
+    cls->leases.erase(lease->id);
+    worker_conns_.erase(lease->worker);
+  }
   if (t->cancelled) {
-    if (!reply.ok() && !lease->dead) {
-      lease->dead = true;
-      cls->leases.erase(lease->id);
-      worker_conns_.erase(lease->worker);
-    }
+    t->pushed_to.reset();
     Complete(t, {}, false,
              MakeError(proto::TASK_CANCELLED,
                        absl::StrCat(t->request.spec().function_name(), " was cancelled"),
@@ -219,30 +222,27 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
     return;
   }
   if (!reply.ok()) {
-    // The worker is gone (crash, kill, exit): retry elsewhere or fail.
-    if (!lease->dead) {
-      lease->dead = true;
-      cls->leases.erase(lease->id);
-      worker_conns_.erase(lease->worker);
+    // Retry or fail once the node has said why the worker died (the task stays pushed_to
+    // the dead lease meanwhile, so that Cancel still finds it).
+    if (lease->failure_cause) {
+      RetryOrFail(t, *lease->failure_cause, std::string(reply.status().message()));
+      Dispatch(cls);
+      return;
     }
-    const std::string& fn = t->request.spec().function_name();
-    if (t->retries_left != 0) {  // negative: unlimited
-      if (t->retries_left > 0) --t->retries_left;
-      t->request.mutable_spec()->set_attempt(t->request.spec().attempt() + 1);
-      RAIO_LOG_INFO("worker {} died running {}; retrying (attempt {})", lease->worker.Hex(), fn,
-                    t->request.spec().attempt());
-      cls->queue.push_front(t);
-    } else {
-      Complete(t, {}, false,
-               MakeError(proto::WORKER_CRASHED,
-                         absl::StrCat("the worker process running ", fn, " died (",
-                                      reply.status().message(), ") and its ",
-                                      t->request.spec().attempt(), " retries ran out"),
-                         fn, node_id_hex_));
+    lease->awaiting_cause.emplace_back(t->return_id, std::string(reply.status().message()));
+    if (!lease->cause_requested) {
+      lease->cause_requested = true;
+      proto::GetWorkerFailureCauseRequest req;
+      req.set_worker_id(lease->worker.Binary());
+      node_->Call(
+          proto::GET_WORKER_FAILURE_CAUSE, req,
+          [this, lease](const absl::StatusOr<std::string_view>& r) { OnFailureCause(lease, r); },
+          config::kWorkerFailureCauseTimeout);
     }
-    Dispatch(cls);
+    Dispatch(cls);  // the class's queued tasks go on meanwhile (the dead lease is gone)
     return;
   }
+  t->pushed_to.reset();
   proto::PushTaskReply r;
   if (!r.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
     Complete(t, {}, false,
@@ -256,6 +256,70 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
     FinishFromReply(return_id, r);
   }
   Dispatch(cls);
+}
+
+void TaskSubmitter::OnFailureCause(const std::shared_ptr<LeaseState>& lease,
+                                   const absl::StatusOr<std::string_view>& reply) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  proto::WorkerFailureCause cause;
+  if (!reply.ok() || !cause.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
+    // No answer in time (or an old node): a plain crash.
+    cause.Clear();
+  }
+  lease->failure_cause = cause;
+  std::set<SchedulingClass*> classes;
+  for (const auto& [id, why] : std::exchange(lease->awaiting_cause, {})) {
+    auto it = by_return_.find(id);
+    if (it == by_return_.end()) continue;  // completed meanwhile (FailAll)
+    TaskEntry* t = it->second;
+    if (t->pushed_to != lease) continue;
+    classes.insert(t->cls);
+    RetryOrFail(t, cause, why);
+  }
+  for (SchedulingClass* cls : classes) Dispatch(cls);
+}
+
+void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& cause,
+                                const std::string& why) {
+  const WorkerId worker = t->pushed_to ? t->pushed_to->worker : WorkerId();
+  t->pushed_to.reset();
+  const std::string& fn = t->request.spec().function_name();
+  const bool oom = cause.kind() == proto::WorkerFailureCause::OUT_OF_MEMORY;
+  if (t->cancelled) {
+    Complete(
+        t, {}, false,
+        MakeError(proto::TASK_CANCELLED, absl::StrCat(fn, " was cancelled"), fn, node_id_hex_));
+    return;
+  }
+  if (t->retries_left != 0) {  // negative: unlimited
+    if (t->retries_left > 0) --t->retries_left;
+    t->request.mutable_spec()->set_attempt(t->request.spec().attempt() + 1);
+    if (oom) {
+      RAIO_LOG_WARN("{} ran out of memory: {}; retrying (attempt {})", fn, cause.message(),
+                    t->request.spec().attempt());
+    } else {
+      RAIO_LOG_INFO("worker {} died running {}; retrying (attempt {})", worker.Hex(), fn,
+                    t->request.spec().attempt());
+    }
+    t->cls->queue.push_front(t);
+    return;
+  }
+  const uint32_t attempts = t->request.spec().attempt() + 1;
+  if (oom) {
+    Complete(t, {}, false,
+             MakeError(proto::OUT_OF_MEMORY,
+                       absl::StrCat(fn, " ran out of memory: ", cause.message(), "; ", attempts,
+                                    attempts == 1 ? " attempt was" : " attempts were",
+                                    " made and its retries ran out"),
+                       fn, node_id_hex_));
+  } else {
+    Complete(t, {}, false,
+             MakeError(proto::WORKER_CRASHED,
+                       absl::StrCat("the worker process running ", fn, " died (", why, ") and its ",
+                                    t->request.spec().attempt(), " retries ran out"),
+                       fn, node_id_hex_));
+  }
 }
 
 void TaskSubmitter::ReleaseTask(TaskEntry* t) {

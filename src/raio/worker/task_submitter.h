@@ -3,6 +3,10 @@
 // workers for each class from the node daemon, pushes tasks straight to leased workers
 // with a pipeline sized to the measured task time, retries tasks whose worker died,
 // and returns idle leases after config::kLeaseIdleTimeout.
+// When a worker's connection breaks, the submitter first asks the node why
+// (GET_WORKER_FAILURE_CAUSE, without holding the mutex while it waits): a worker ended
+// by the node's memory monitor fails its tasks with OUT_OF_MEMORY once their retries
+// run out, any other death with WORKER_CRASHED.
 // Threading: every method except the constructor must be called with the CoreWorker's
 // mutex held (`mu`). Replies arrive on the CoreWorker's loop thread, which takes it.
 #pragma once
@@ -20,6 +24,7 @@
 #include "raio/common/event_loop.h"
 #include "raio/common/ids.h"
 #include "raio/common/resources.h"
+#include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
 #include "raio/task.pb.h"
 #include "raio/worker/object_table.h"
@@ -53,6 +58,11 @@ struct LeaseState {
   bool timer_armed = false;
   std::chrono::steady_clock::time_point idle_since;
   std::unique_ptr<boost::asio::steady_timer> idle_timer;
+  // After the connection broke: whether the node was asked why, its answer (UNKNOWN when
+  // it did not answer in time), and the tasks (return id, connection error) waiting for it.
+  bool cause_requested = false;
+  std::optional<proto::WorkerFailureCause> failure_cause;
+  std::vector<std::pair<ObjectId, std::string>> awaiting_cause;
 };
 
 struct SchedulingClass {
@@ -106,6 +116,13 @@ class TaskSubmitter {
                     const absl::StatusOr<std::string_view>& reply);
   void OnPushReply(TaskEntry* task, const std::shared_ptr<LeaseState>& lease,
                    const absl::StatusOr<std::string_view>& reply);
+  // The node's answer to GET_WORKER_FAILURE_CAUSE for a lease's dead worker.
+  void OnFailureCause(const std::shared_ptr<LeaseState>& lease,
+                      const absl::StatusOr<std::string_view>& reply);
+  // A task whose worker died, once the cause is known: retried if it has retries left,
+  // else failed with OUT_OF_MEMORY or WORKER_CRASHED. `why` is the connection's error.
+  void RetryOrFail(TaskEntry* task, const proto::WorkerFailureCause& cause, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReturnLease(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)

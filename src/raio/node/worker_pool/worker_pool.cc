@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -153,6 +154,11 @@ void WorkerPool::KillAll() {
   for (const auto& id : ids) Kill(id);
   for (pid_t pid : zombies_) ::waitpid(pid, nullptr, 0);
   zombies_.clear();
+}
+
+bool WorkerPool::IsReaped(pid_t pid) const {
+  // Only the zombie list: a live worker that got the same pid since must not count.
+  return std::find(zombies_.begin(), zombies_.end(), pid) == zombies_.end();
 }
 
 std::vector<WorkerId> WorkerPool::Reap() {

@@ -63,6 +63,8 @@ class WorkerPool {
   // job unless some are kept.
   void RemoveJob(JobId job, const std::set<WorkerId>& keep = {}, bool keep_job = false);
   void KillAll();
+  // Whether `pid`, a worker this pool killed, has been reaped (its memory is free).
+  bool IsReaped(pid_t pid) const;
   // Reaps exited processes; returns workers that exited or overstayed their start.
   std::vector<WorkerId> Reap();
   const std::map<WorkerId, WorkerProcess>& workers() const { return workers_; }
