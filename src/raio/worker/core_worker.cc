@@ -319,6 +319,8 @@ void CoreWorker::ThrowError(const proto::ErrorInfo& e, const ObjectId& id) {
       throw OwnerDiedError(e.message());
     case proto::TASK_CANCELLED:
       throw TaskCancelledError(e.message());
+    case proto::INVALID_USAGE:
+      throw InvalidUsageError(e.message());
     default:
       throw ObjectLostError(absl::StrCat("object ", id.Hex(), ": ", e.message()));
   }
