@@ -114,6 +114,14 @@ struct ObjectStats {
 };
 ObjectStats GetObjectStats();
 
+// The local node's resources, total and free now (for tests and tools). Blocks for one
+// RPC to the node.
+struct NodeResourceStats {
+  std::map<std::string, double> total;
+  std::map<std::string, double> available;
+};
+NodeResourceStats GetNodeResourceStats();
+
 // Reference counting of ObjectRef copies in this process. No-ops when not initialized.
 void AddLocalReference(const ObjectId& id);
 void RemoveLocalReference(const ObjectId& id);
