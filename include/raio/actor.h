@@ -81,8 +81,10 @@ class ActorTaskCaller {
  public:
   ActorTaskCaller(ActorId actor, M method) : actor_(actor), method_(method) {}
 
-  // Submits the call and returns at once. Arguments as for raio::Task. Throws
-  // InvalidUsageError if the method is not registered. The result fails with
+  // Submits the call and returns at once. Arguments as for raio::Task, except that
+  // by-value arguments travel inline: above 511 MiB in all (one request) the call throws
+  // InvalidUsageError naming the size and the limit (raio::Put large values and pass the
+  // ObjectRef). Throws InvalidUsageError if the method is not registered. The result fails with
   // ActorDiedError when the actor is dead (or dies during the call and the call may not
   // be retried: SetMaxTaskRetries), TaskError when the method threw (the actor lives on).
   template <typename... A>
@@ -181,7 +183,8 @@ class ActorCreator {
 
   // Creates the actor and returns its handle at once; the factory runs in the actor's
   // process (calls wait until it has). Throws InvalidUsageError (name taken in the
-  // namespace, bad options), UnschedulableError (no node can ever hold its resources).
+  // namespace, bad options, arguments above 511 MiB in all: they travel inline, in one
+  // request), UnschedulableError (no node can ever hold its resources).
   template <typename... A>
   ActorHandle<T> Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "wrong number of arguments for this factory");

@@ -88,8 +88,9 @@ class SerializationError : public RaioException {
 };
 
 // The node's shared-memory object store cannot make room for an object even after
-// evicting and spilling. The message gives the object's size and the store's capacity,
-// bytes in use and bytes pinned.
+// evicting and spilling, or the object is larger than one object may be (the store's
+// capacity less a 64-byte header). The message gives the object's size and the store's
+// capacity, and what the object is (a Put, argument i of a function, a function's result).
 class ObjectStoreFullError : public RaioException {
   using RaioException::RaioException;
 };
@@ -113,7 +114,9 @@ class OwnerDiedError : public ObjectLostError {
 };
 
 // The API was used in a wrong state (Init twice, a call before Init or after Shutdown)
-// or with an invalid argument (negative resources, unregistered function).
+// or with an invalid argument (negative, NaN or infinite resources, an unregistered
+// function, GetActor<T> of an actor that is not a T, actor arguments above the request
+// limit). The message names the offending value, name or limit.
 class InvalidUsageError : public RaioException {
   using RaioException::RaioException;
 };

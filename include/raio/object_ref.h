@@ -50,7 +50,9 @@ class ObjectRef {
   // Blocks until the object is ready and returns its value (a copy deserialized from the
   // stored bytes; for T = raio::Buffer a zero-copy view). Throws the object's error: TaskError (the
   // function threw), WorkerCrashedError, UnschedulableError, RemoteFunctionNotFoundError,
-  // SerializationError (T does not match the stored value), ObjectLostError.
+  // SerializationError (T does not match the stored value), ObjectLostError,
+  // ObjectStoreFullError (the result is larger than one object may be: the message names
+  // the function, the size and the limit). InvalidUsageError after raio::Shutdown.
   T Get() const { return Decode(internal::GetObject(id_, std::nullopt)); }
 
   // As Get(), but throws GetTimeoutError when the object is not ready within `timeout`;

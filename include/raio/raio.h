@@ -33,7 +33,9 @@ namespace raio {
 
 // Options of Init. Unset fields take the defaults in brackets.
 struct InitOptions {
-  // "host:port" of a standalone cluster's head [RAIO_ADDRESS, else an embedded cluster].
+  // "host:port" of a standalone cluster's head, or "auto": the cluster `raio start`
+  // recorded on this machine ($TMPDIR/raio/current_cluster) [RAIO_ADDRESS, else an
+  // embedded cluster].
   std::string address;
   // Namespace of named actors created by this job [a private one, "job-<id>"].
   std::string ns;
@@ -63,15 +65,18 @@ struct InitOptions {
 // embedded single-node cluster on background threads; with one it joins that cluster.
 // In a worker process it runs the worker loop and never returns.
 // Blocks until the cluster is ready (embedded) or joined.
-// Throws InvalidUsageError if already initialized, ClusterUnavailableError if the
-// address cannot be reached within a few seconds.
+// Throws InvalidUsageError if already initialized or an option is invalid (a negative,
+// NaN or infinite resource amount, fractional num_gpus, a store under 1 MiB; the
+// message names the value); ClusterUnavailableError if the address cannot be reached
+// within a few seconds, or is "auto" and no cluster recorded on this machine is running.
 void Init(const InitOptions& options, int argc = 0, char** argv = nullptr);
 void Init(int argc, char** argv);
 void Init();
 
 // Stops raio in this process: ends the job's workers, stops an embedded cluster and
-// releases every object. ObjectRefs still alive become unusable (Get throws
-// InvalidUsageError). Idempotent. Blocks until done.
+// releases every object. ObjectRefs still alive become unusable: Get, like every other
+// call until the next Init, throws InvalidUsageError saying raio is shut down.
+// Idempotent. Blocks until done.
 void Shutdown();
 
 // Whether Init has run and Shutdown has not.
@@ -81,8 +86,9 @@ bool IsInitialized();
 // Values of 100 KiB or more go to the node's shared-memory store, written once (an
 // arithmetic std::vector or a Buffer is copied straight from its memory; other types are
 // serialized, then copied); smaller ones stay in this process.
-// Throws InvalidUsageError before Init, ObjectStoreFullError when the store cannot make
-// room even after spilling (the message gives the sizes).
+// Throws InvalidUsageError before Init or after Shutdown; ObjectStoreFullError when the
+// value is larger than one object may be (the store's capacity less 64 bytes) or the
+// store cannot make room even after spilling (the message gives the sizes and limit).
 template <typename T>
 ObjectRef<std::decay_t<T>> Put(const T& value) {
   using D = std::decay_t<T>;

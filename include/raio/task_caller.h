@@ -108,8 +108,11 @@ class TaskCaller<R (*)(P...)> {
 
   // Submits the task and returns at once with a reference to its result.
   // Throws InvalidUsageError if the function is not registered with RAIO_REMOTE, raio is
-  // not initialized, or a resource amount is negative or not finite. A demand no node
-  // can meet is reported at Get() as UnschedulableError.
+  // not initialized (or shut down), or a resource amount is negative or not finite;
+  // ObjectStoreFullError if a by-value argument is larger than one object may be (the
+  // object store's capacity less 64 bytes; arguments of 100 KiB or more go to the store):
+  // the message names the argument, the function, the size and the limit. A demand no
+  // node can meet is reported at Get() as UnschedulableError.
   template <typename... A>
   ObjectRef<R> Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "wrong number of arguments for this function");

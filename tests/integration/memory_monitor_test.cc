@@ -120,11 +120,11 @@ class MemoryMonitorTest : public ::testing::Test {
   void ExpectResourcesBackToTotals() {
     EXPECT_TRUE(WaitFor(
         [] {
-          auto r = raio::internal::GetNodeResources();
+          auto r = raio::internal::GetNodeResourceStats();
           return r.available == r.total;
         },
         5s))
-        << "CPU available " << raio::internal::GetNodeResources().available["CPU"];
+        << "CPU available " << raio::internal::GetNodeResourceStats().available["CPU"];
   }
   std::string dir_;
   std::string attempts_;

@@ -115,12 +115,12 @@ struct ObjectStats {
 ObjectStats GetObjectStats();
 
 // The local node's resources by name (tests and tools): what it offers in total and what
-// is not held by a lease or an actor now.
+// is not held by a lease or an actor now. Blocks for one RPC to the node.
 struct NodeResourceStats {
   std::map<std::string, double> total;
   std::map<std::string, double> available;
 };
-NodeResourceStats GetNodeResources();
+NodeResourceStats GetNodeResourceStats();
 
 // Reference counting of ObjectRef copies in this process. No-ops when not initialized.
 void AddLocalReference(const ObjectId& id);

@@ -29,7 +29,8 @@ absl::StatusOr<ResourceSet> NodeResources(const LocalClusterOptions& options) {
   m["CPU"] = options.num_cpus.value_or(DetectCpuCount());
   m["GPU"] = options.num_gpus.value_or(0);
   if (m["GPU"] != std::floor(m["GPU"])) {
-    return absl::InvalidArgumentError("num_gpus must be a whole number");
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_gpus must be a whole number, got ", m["GPU"]));
   }
   m["memory"] = options.memory_bytes.value_or(
       std::floor(static_cast<double>(DetectMemoryBytes()) * config::kDefaultMemoryFraction));

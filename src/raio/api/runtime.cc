@@ -1,10 +1,14 @@
 // Implementation of include/raio/raio.h and include/raio/internal/runtime.h: process-wide
 // runtime state (driver or worker), Init/Shutdown, and the calls ObjectRef and
 // TaskCaller make.
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,10 +47,20 @@ std::shared_ptr<worker::CoreWorker> Core() {
   return g_core;
 }
 
-std::shared_ptr<worker::CoreWorker> CoreOrThrow() {
-  auto core = Core();
-  if (!core) throw InvalidUsageError("raio is not initialized: call raio::Init() first");
-  return core;
+// Whether Shutdown ended a runtime since the last Init (for a clearer error).
+bool g_shut_down = false;  // guarded by g_mu
+
+// The core worker, or InvalidUsageError naming `call` and why there is none.
+std::shared_ptr<worker::CoreWorker> CoreOrThrow(const char* call) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_core) return g_core;
+  if (g_shut_down) {
+    throw InvalidUsageError(absl::StrCat(
+        call,
+        ": raio is shut down (raio::Shutdown was called); ObjectRefs and actor handles "
+        "from before it are unusable; call raio::Init() to start again"));
+  }
+  throw InvalidUsageError(absl::StrCat(call, ": raio is not initialized: call raio::Init() first"));
 }
 
 // A worker's default actor namespace: its job's (RAIO_NAMESPACE, set by the node from the
@@ -123,6 +137,36 @@ std::string WorkerNamespace() {
   }
   executor->Run();
   _exit(0);
+}
+
+// Ray's address "auto": the cluster that `raio start` recorded on this machine in
+// $TMPDIR/raio/current_cluster. ClusterUnavailableError when there is none or it is
+// not running.
+std::string ResolveAutoAddress() {
+  const char* base = std::getenv("TMPDIR");
+  std::string file = absl::StrCat(base && *base ? base : "/tmp", "/raio/current_cluster");
+  std::ifstream in(file);
+  if (!in) {
+    throw ClusterUnavailableError(
+        absl::StrCat("raio::Init: address \"auto\": no raio cluster is running on this machine (",
+                     file, " does not exist); start one with `raio start --head`"));
+  }
+  std::string address;
+  int64_t pid = 0;
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    address = j.at("address").get<std::string>();
+    pid = j.value("pid", int64_t{0});
+  } catch (const std::exception& e) {
+    throw ClusterUnavailableError(absl::StrCat("raio::Init: address \"auto\": ", file,
+                                               " is not a raio cluster record: ", e.what()));
+  }
+  if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+    throw ClusterUnavailableError(
+        absl::StrCat("raio::Init: address \"auto\": the cluster recorded in ", file, " (", address,
+                     ", pid ", pid, ") is not running; start one with `raio start --head`"));
+  }
+  return address;
 }
 
 void JoinCluster(DriverRuntime& rt, const std::string& address, const std::string& ns) {
@@ -231,6 +275,7 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
   }
   auto rt = std::make_unique<DriverRuntime>();
   try {
+    if (address == "auto") address = ResolveAutoAddress();
     if (address.empty()) {
       api::LocalClusterOptions lo;
       lo.num_cpus = options.num_cpus;
@@ -264,6 +309,7 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
   }
   g_core = rt->core;
   g_runtime = std::move(rt);
+  g_shut_down = false;
 }
 
 void Init(int argc, char** argv) { Init(InitOptions{}, argc, argv); }
@@ -274,6 +320,7 @@ void Shutdown() {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     rt = std::move(g_runtime);
+    if (rt) g_shut_down = true;
     g_core.reset();
   }
   TearDown(std::move(rt));
@@ -288,27 +335,35 @@ namespace internal {
 
 ObjectId SubmitTask(const std::string& function_name, std::vector<TaskArg> args,
                     const TaskOptions& options) {
-  return CoreOrThrow()->SubmitTask(function_name, std::move(args), options);
+  return CoreOrThrow("raio::Task(...).Remote")->SubmitTask(function_name, std::move(args), options);
 }
 
 ObjectId PutObject(ValueFormat format, DType dtype, const void* data, std::size_t size,
                    std::vector<ObjectId> contained) {
-  return CoreOrThrow()->Put(format, dtype, data, size, std::move(contained));
+  return CoreOrThrow("raio::Put")->Put(format, dtype, data, size, std::move(contained));
 }
 
 ValueView GetObject(const ObjectId& id, std::optional<std::chrono::microseconds> timeout) {
-  return CoreOrThrow()->Get(id, timeout);
+  return CoreOrThrow("ObjectRef::Get")->Get(id, timeout);
 }
 
 std::vector<bool> WaitObjects(const std::vector<ObjectId>& ids, int num_objects,
                               std::optional<std::chrono::microseconds> timeout) {
-  return CoreOrThrow()->Wait(ids, num_objects, timeout);
+  return CoreOrThrow("raio::Wait")->Wait(ids, num_objects, timeout);
 }
 
-void CancelTask(const ObjectId& id, bool force) { CoreOrThrow()->Cancel(id, force); }
+void CancelTask(const ObjectId& id, bool force) { CoreOrThrow("raio::Cancel")->Cancel(id, force); }
+
+NodeResourceStats GetNodeResourceStats() {
+  proto::NodeStats stats = CoreOrThrow("raio::internal::GetNodeResourceStats")->GetNodeStats();
+  NodeResourceStats out;
+  out.total.insert(stats.total().amounts().begin(), stats.total().amounts().end());
+  out.available.insert(stats.available().amounts().begin(), stats.available().amounts().end());
+  return out;
+}
 
 ObjectStats GetObjectStats() {
-  auto core = CoreOrThrow();
+  auto core = CoreOrThrow("raio::internal::GetObjectStats");
   ObjectStats out;
   out.owned_objects = core->NumOwnedObjects();
   proto::NodeStats stats = core->GetNodeStats();
@@ -319,37 +374,33 @@ ObjectStats GetObjectStats() {
   return out;
 }
 
-NodeResourceStats GetNodeResources() {
-  proto::NodeStats stats = CoreOrThrow()->GetNodeStats();
-  NodeResourceStats out;
-  for (const auto& [name, amount] : stats.total().amounts()) out.total[name] = amount;
-  for (const auto& [name, amount] : stats.available().amounts()) out.available[name] = amount;
-  return out;
-}
-
 ActorId CreateActor(const std::string& factory_name, const std::string& class_name,
                     std::vector<TaskArg> args, const ActorOptions& options) {
-  return CoreOrThrow()->CreateActor(factory_name, class_name, std::move(args), options);
+  return CoreOrThrow("raio::Actor(...).Remote")
+      ->CreateActor(factory_name, class_name, std::move(args), options);
 }
 
 ObjectId SubmitActorTask(const ActorId& actor, const std::string& method_name,
                          std::vector<TaskArg> args) {
-  return CoreOrThrow()->SubmitActorTask(actor, method_name, std::move(args));
+  return CoreOrThrow("ActorHandle::Task(...).Remote")
+      ->SubmitActorTask(actor, method_name, std::move(args));
 }
 
 void KillActor(const ActorId& actor, bool no_restart) {
-  CoreOrThrow()->KillActor(actor, no_restart);
+  CoreOrThrow("ActorHandle::Kill")->KillActor(actor, no_restart);
 }
 
 std::optional<ActorId> GetNamedActor(const std::string& name, const std::string& ns,
                                      const std::string& class_name) {
-  return CoreOrThrow()->GetNamedActor(name, ns, class_name);
+  return CoreOrThrow("raio::GetActor")->GetNamedActor(name, ns, class_name);
 }
 
-OwnerInfo OnObjectRefSerialized(const ObjectId& id) { return CoreOrThrow()->SerializeRef(id); }
+OwnerInfo OnObjectRefSerialized(const ObjectId& id) {
+  return CoreOrThrow("serializing an ObjectRef")->SerializeRef(id);
+}
 
 void OnObjectRefDeserialized(const ObjectId& id, const OwnerInfo& owner) {
-  CoreOrThrow()->DeserializeRef(id, owner);
+  CoreOrThrow("deserializing an ObjectRef")->DeserializeRef(id, owner);
 }
 
 void AddLocalReference(const ObjectId& id) {

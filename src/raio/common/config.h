@@ -5,11 +5,29 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 namespace raio::config {
 
 // Largest frame accepted on any connection; a bigger length closes the connection.
 inline constexpr uint32_t kMaxFrameBytes = 512u << 20;
+// Largest request a caller sends for one task or actor call: its spec with the
+// arguments that travel inline, in one frame less room for the envelope. By-value task
+// arguments of kMaxInlineObjectBytes or more go to the object store instead, so this
+// bounds actor calls' by-value arguments (they travel inline), actor factories'
+// arguments, and lists of small ObjectRefs resolved to inline values. Above it the call
+// is refused with InvalidUsageError naming the size and the limit.
+inline constexpr uint64_t kMaxRequestBytes = kMaxFrameBytes - (1u << 20);
+// kMaxRequestBytes, or less where RAIO_MAX_REQUEST_BYTES says so (read once; tests set
+// a few MiB to exercise the limit without allocating half a GiB).
+inline uint64_t MaxRequestBytes() {
+  static const uint64_t value = [] {
+    const char* env = std::getenv("RAIO_MAX_REQUEST_BYTES");
+    uint64_t v = env != nullptr ? std::strtoull(env, nullptr, 10) : 0;
+    return v > 0 && v < kMaxRequestBytes ? v : kMaxRequestBytes;
+  }();
+  return value;
+}
 // Control RPCs (register, lease return, status) fail after this long without a reply.
 inline constexpr std::chrono::milliseconds kControlRpcTimeout{10000};
 // How long Init waits to reach a cluster's head before ClusterUnavailableError.

@@ -77,11 +77,18 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   // Large by-value arguments go to the store first and travel by reference; the task's
   // argument reference keeps them alive, so the Put's own reference is dropped below.
   std::vector<ObjectId> auto_put;
-  for (auto& arg : args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    internal::TaskArg& arg = args[i];
     if (arg.kind == internal::TaskArg::Kind::kValue &&
         arg.value.bytes.size() >= config::kMaxInlineObjectBytes) {
-      ObjectId id =
-          Put(arg.value.format, arg.value.dtype, arg.value.bytes.data(), arg.value.bytes.size());
+      ObjectId id;
+      try {
+        id = Put(arg.value.format, arg.value.dtype, arg.value.bytes.data(), arg.value.bytes.size());
+      } catch (const ObjectStoreFullError& e) {
+        for (const auto& put : auto_put) RemoveLocalReference(put);
+        throw ObjectStoreFullError(
+            absl::StrCat("argument ", i + 1, " of ", function_name, ": ", e.what()));
+      }
       arg.kind = internal::TaskArg::Kind::kObjectRef;
       arg.refs = {id};
       arg.value = {};
@@ -322,6 +329,8 @@ void CoreWorker::ThrowError(const proto::ErrorInfo& e, const ObjectId& id) {
       throw TaskCancelledError(e.message());
     case proto::OUT_OF_MEMORY:
       throw OutOfMemoryError(e.message());
+    case proto::INVALID_USAGE:
+      throw InvalidUsageError(e.message());
     default:
       throw ObjectLostError(absl::StrCat("object ", id.Hex(), ": ", e.message()));
   }

@@ -98,6 +98,15 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
   spec->set_max_concurrency(options.max_concurrency);
   spec->set_detached(options.detached);
   spec->set_owner_worker_id(options_.worker_id.Binary());
+  if (std::size_t bytes = req.ByteSizeLong(); bytes > config::MaxRequestBytes()) {
+    // Factory arguments travel inline (restarts reuse them), in one frame.
+    absl::MutexLock lock(&mu_);
+    for (const auto& h : held) objects_.RemoveTaskArgRef(h);
+    throw InvalidUsageError(absl::StrCat(
+        "raio::Actor(", factory_name, "): the factory's arguments take ", bytes,
+        " bytes, above the limit of ", config::MaxRequestBytes(),
+        " bytes for one request; pass large data as an ObjectRef<T> parameter instead"));
+  }
   auto reply = rpc::CallSync(*node_, proto::CREATE_ACTOR, req, config::kControlRpcTimeout);
   {
     absl::MutexLock lock(&mu_);
@@ -130,6 +139,14 @@ ObjectId CoreWorker::SubmitActorTask(const ActorId& actor, const std::string& me
   std::vector<ObjectId> held;
   ResolveArgsBlocking(args, spec->mutable_args(), &held, /*keep_store_refs=*/true);
   absl::MutexLock lock(&mu_);
+  if (std::size_t bytes = req.ByteSizeLong(); bytes > config::MaxRequestBytes()) {
+    // By-value arguments of actor calls travel inline, in one frame.
+    for (const auto& h : held) objects_.RemoveTaskArgRef(h);
+    throw InvalidUsageError(absl::StrCat(
+        "actor call ", method_name, ": its arguments take ", bytes, " bytes, above the limit of ",
+        config::MaxRequestBytes(),
+        " bytes for one request; raio::Put large values and pass the ObjectRef instead"));
+  }
   if (shut_down_) throw InvalidUsageError("raio is shut down");
   TaskId task_id = MakeTaskId(options_.worker_id, next_task_seq_++);
   spec->set_task_id(task_id.Binary());

@@ -58,9 +58,24 @@ absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(
 
 StoreClient::~StoreClient() = default;
 
+uint64_t StoreClient::max_object_bytes() const {
+  // The node's allocator manages the capacity rounded down to whole 64-byte blocks.
+  uint64_t usable = mapping_->size / kHeaderBytes * kHeaderBytes;
+  return usable > kHeaderBytes ? usable - kHeaderBytes : 0;
+}
+
 absl::Status StoreClient::Put(const ObjectId& id, const WorkerId& owner,
                               internal::ValueFormat format, internal::DType dtype, const void* data,
                               uint64_t size) {
+  if (size > max_object_bytes()) {
+    // It could never fit, whatever is evicted or spilled: say so rather than "full".
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "an object of ", size, " bytes is larger than the node's object store allows: at most ",
+        max_object_bytes(), " bytes per object (the store's capacity, ", mapping_->size,
+        " bytes, less a ", kHeaderBytes,
+        "-byte header); give the store more memory (InitOptions::object_store_memory_bytes, "
+        "`raio start --object-store-memory`)"));
+  }
   proto::CreateObjectRequest create;
   create.set_object_id(id.Binary());
   create.set_size_bytes(kHeaderBytes + size);

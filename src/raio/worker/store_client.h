@@ -32,9 +32,13 @@ class StoreClient {
                                                              const std::string& path,
                                                              uint64_t size_bytes);
 
+  // The largest payload one object can have: the store's capacity less the header. Every
+  // object above it is refused by Put without asking the node.
+  uint64_t max_object_bytes() const;
+
   // Creates object `id` owned by `owner`, copies `size` bytes of `data` into it and seals
-  // it. ResourceExhausted (store full; message with the sizes), AlreadyExists, or
-  // Unavailable (node gone). Blocks for two RPCs and the copy.
+  // it. ResourceExhausted (above max_object_bytes(), or store full; the message gives the
+  // sizes), AlreadyExists, or Unavailable (node gone). Blocks for two RPCs and the copy.
   absl::Status Put(const ObjectId& id, const WorkerId& owner, internal::ValueFormat format,
                    internal::DType dtype, const void* data, uint64_t size);
   // Pins a sealed object and returns a view of its payload; the view's keeper unpins it.

@@ -117,6 +117,24 @@ bool TaskSubmitter::TryResolve(TaskEntry* t) {
       return false;
     }
   }
+  // Small objects of ObjectRef arguments were copied in; the request must fit one frame.
+  // Only lists of refs can add up to that (each object is under 100 KiB), so other tasks
+  // skip the size computation.
+  bool has_list = std::find(t->ref_arg_is_list.begin(), t->ref_arg_is_list.end(), true) !=
+                  t->ref_arg_is_list.end();
+  if (std::size_t bytes = has_list ? t->request.ByteSizeLong() : 0;
+      bytes > config::MaxRequestBytes()) {
+    const std::string& fn = t->request.spec().function_name();
+    Complete(t, {}, false,
+             MakeError(proto::INVALID_USAGE,
+                       absl::StrCat("the arguments of ", fn, " take ", bytes,
+                                    " bytes inline (objects under 100 KiB are copied into the "
+                                    "request), above the limit of ",
+                                    config::MaxRequestBytes(),
+                                    " bytes for one request; pass fewer or larger objects"),
+                       fn));
+    return false;
+  }
   // Inline values are copied into the task now; in-store arguments stay referenced until
   // the task completes, so the worker can still read them.
   std::vector<ObjectId> kept;
