@@ -6,8 +6,10 @@ JOBS ?= 2
 CMAKE_FLAGS ?=
 
 ASAN_DIR ?= build-asan
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 20
 
-.PHONY: deps build demo test bench bench-peers release sanitize clean format
+.PHONY: deps build demo test bench bench-peers release sanitize fuzz clean format
 
 deps:
 	@bash scripts/install-deps.sh
@@ -50,8 +52,16 @@ sanitize: deps
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE slow -E install_standalone_project
 
+# libFuzzer targets for the frame, message and value decoders (clang, with address and
+# undefined-behaviour sanitizers), each run for FUZZ_SECONDS from fuzz/corpus, which
+# stays untouched; fails on any crash. See fuzz/README.md.
+fuzz: deps
+	cmake -S fuzz -B $(FUZZ_DIR) -G Ninja -DCMAKE_CXX_COMPILER=clang++
+	cmake --build $(FUZZ_DIR) -j $(JOBS)
+	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD_DIR) $(RELEASE_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(RELEASE_DIR) $(ASAN_DIR) $(FUZZ_DIR)

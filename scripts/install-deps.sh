@@ -9,6 +9,7 @@ PKGS=(
   libspdlog-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libhiredis-dev libeigen3-dev
   python3-sklearn         # ships the UCI digits CSV used by the main example
+  clang libclang-rt-14-dev  # `make fuzz`: clang with libFuzzer and the sanitizer runtimes
 )
 missing=()
 for p in "${PKGS[@]}"; do
