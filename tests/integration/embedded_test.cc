@@ -35,6 +35,10 @@ int Twin(int x) { return x + 2; }
 RAIO_REMOTE(Twin);
 }  // namespace second
 
+int ExitWith(int code) { ::_exit(code); }
+int Aborts(int) { std::abort(); }
+RAIO_REMOTE(ExitWith, Aborts);
+
 int CallsInit(int) {
   raio::Init();
   return 0;
@@ -155,6 +159,43 @@ TEST_F(EmbeddedTest, CrashedWorkerIsRetriedThenFails) {
   EXPECT_THROW(raio::Task(Crash).Remote(1).Get(), raio::WorkerCrashedError);
   EXPECT_THROW(raio::Task(Crash).SetMaxRetries(0).Remote(1).Get(), raio::WorkerCrashedError);
   EXPECT_EQ(raio::Task(Add).Remote(2, 2).Get(), 4);
+}
+
+TEST_F(EmbeddedTest, ACrashUsesARetryOfTheCrashingTaskOnly) {
+  EXPECT_EQ(raio::Task(Add).Remote(1, 1).Get(), 2);  // a warm worker to pipeline onto
+  // Tasks pipelined behind a crashing one on its worker never ran: they are re-queued
+  // without using a retry, so none of these fails although none may be retried.
+  auto crash = raio::Task(ExitWith).SetMaxRetries(0).Remote(3);
+  std::vector<raio::ObjectRef<int>> refs;
+  for (int i = 0; i < 20; ++i) refs.push_back(raio::Task(Add).SetMaxRetries(0).Remote(i, 1));
+  int sum = 0;
+  for (int v : raio::Get(refs)) sum += v;
+  EXPECT_EQ(sum, 210);
+  // The error says how the process ended.
+  try {
+    crash.Get();
+    FAIL() << "expected WorkerCrashedError";
+  } catch (const raio::WorkerCrashedError& e) {
+    EXPECT_NE(std::string(e.what()).find("exited with code 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ExitWith"), std::string::npos) << e.what();
+  }
+  try {
+    raio::Task(Aborts).SetMaxRetries(1).Remote(0).Get();
+    FAIL() << "expected WorkerCrashedError";
+  } catch (const raio::WorkerCrashedError& e) {
+    EXPECT_NE(std::string(e.what()).find("SIGABRT"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("its 1 retries ran out"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(EmbeddedTest, ForceCancelDoesNotUseRetriesOfTasksQueuedOnTheSameWorker) {
+  EXPECT_EQ(raio::Task(Add).Remote(1, 1).Get(), 2);
+  std::vector<raio::ObjectRef<int>> refs;
+  for (int i = 0; i < 20; ++i) refs.push_back(raio::Task(SleepMs).SetMaxRetries(0).Remote(30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  raio::Cancel(refs[0], /*force=*/true);
+  EXPECT_THROW(refs[0].Get(), raio::TaskCancelledError);
+  for (int i = 1; i < 20; ++i) EXPECT_EQ(refs[i].Get(), 30) << "task " << i;
 }
 
 TEST_F(EmbeddedTest, NestedTasksDoNotDeadlockAFullNode) {

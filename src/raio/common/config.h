@@ -80,5 +80,9 @@ inline constexpr std::size_t kMaxRememberedWorkerFailures = 1024;
 // An owner whose worker connection broke waits this long for the node to say why before
 // treating the death as a plain crash.
 inline constexpr std::chrono::milliseconds kWorkerFailureCauseTimeout{1000};
+// A node asked why a worker died before its exit was reaped looks again this often, this
+// many times (the worker's sockets close just before its exit status is available).
+inline constexpr std::chrono::milliseconds kWorkerExitPollInterval{5};
+inline constexpr int kWorkerExitPolls = 40;
 
 }  // namespace raio::config

@@ -1,8 +1,10 @@
 #include "raio/node/node_manager.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/steady_timer.hpp>
+#include <cstring>
 #include <future>
 
 #include "absl/strings/str_cat.h"
@@ -105,9 +107,52 @@ void NodeManager::ArmReapTimer() {
   reap_timer_->expires_after(config::kWorkerReapInterval);
   reap_timer_->async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
-    for (const auto& id : pool_.Reap()) OnWorkerGone(id);
+    ReapWorkers();
     ArmReapTimer();
   });
+}
+
+void NodeManager::ReapWorkers() {
+  for (const auto& id : pool_.Reap()) OnWorkerGone(id);
+  for (const auto& exit : pool_.TakeExits()) {
+    if (failure_causes_.count(exit.worker)) continue;  // e.g. the memory monitor's
+    proto::WorkerFailureCause cause;
+    cause.set_kind(proto::WorkerFailureCause::CRASHED);
+    cause.set_pid(exit.pid);
+    if (WIFSIGNALED(exit.status)) {
+      int sig = WTERMSIG(exit.status);
+      const char* abbrev = ::sigabbrev_np(sig);
+      cause.set_signal(sig);
+      cause.set_message(absl::StrCat("pid ", exit.pid, " was killed by signal ", sig, " (",
+                                     abbrev ? absl::StrCat("SIG", abbrev, ": ") : "",
+                                     ::strsignal(sig), ")",
+                                     WCOREDUMP(exit.status) ? ", core dumped" : ""));
+    } else {
+      cause.set_exit_code(WEXITSTATUS(exit.status));
+      cause.set_message(
+          absl::StrCat("pid ", exit.pid, " exited with code ", WEXITSTATUS(exit.status)));
+    }
+    RememberFailureCause(exit.worker, std::move(cause));
+  }
+}
+
+void NodeManager::AnswerFailureCause(const ConnPtr& conn, const rpc::FrameHeader& h,
+                                     const WorkerId& worker, int tries_left) {
+  ReapWorkers();
+  auto it = failure_causes_.find(worker);
+  if (it != failure_causes_.end() || tries_left <= 0 ||
+      (!pool_.IsUnreaped(worker) && pool_.Find(worker) == nullptr)) {
+    conn->Reply(h, it == failure_causes_.end() ? proto::WorkerFailureCause() : it->second);
+    return;
+  }
+  // Its connection closed as it exited, before it could be reaped: look again shortly.
+  auto timer = std::make_shared<boost::asio::steady_timer>(loop_.io());
+  timer->expires_after(config::kWorkerExitPollInterval);
+  timer->async_wait(
+      [this, timer, conn, h, worker, tries_left](const boost::system::error_code& ec) {
+        if (ec || stopped_) return;
+        AnswerFailureCause(conn, h, worker, tries_left - 1);
+      });
 }
 
 void NodeManager::ArmMemoryTimer() {
@@ -266,8 +311,7 @@ void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h, std:
     case proto::GET_WORKER_FAILURE_CAUSE: {
       proto::GetWorkerFailureCauseRequest req;
       if (!parse(req)) return;
-      auto it = failure_causes_.find(WorkerId::FromBinary(req.worker_id()));
-      conn->Reply(h, it == failure_causes_.end() ? proto::WorkerFailureCause() : it->second);
+      AnswerFailureCause(conn, h, WorkerId::FromBinary(req.worker_id()), config::kWorkerExitPolls);
       return;
     }
     case proto::NOTIFY_BLOCKED:

@@ -105,6 +105,12 @@ class NodeManager {
   void OnWorkerGone(const WorkerId& id, const std::string& reason = "");
   void OnJobEnded(JobId job);
   void ArmReapTimer();
+  // Reaps exited workers: ends their leases and actors, and records how each exited.
+  void ReapWorkers();
+  // Replies to GET_WORKER_FAILURE_CAUSE; while the worker's exit is not reaped yet, looks
+  // again every kWorkerExitPollInterval, `tries_left` more times.
+  void AnswerFailureCause(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                          const WorkerId& worker, int tries_left);
   void ArmMemoryTimer();
   // One memory monitor round: measure, and end a worker if over the threshold.
   void CheckMemory();

@@ -204,6 +204,7 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
 void TaskSubmitter::PushTask(const std::shared_ptr<LeaseState>& lease, TaskEntry* t) {
   ++lease->in_flight;
   t->pushed_to = lease;
+  t->push_seq = lease->next_push_seq++;
   auto* gpus = t->request.mutable_gpu_ids();
   gpus->Clear();
   for (int g : lease->gpu_ids) gpus->Add(g);
@@ -243,7 +244,11 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
     // Retry or fail once the node has said why the worker died (the task stays pushed_to
     // the dead lease meanwhile, so that Cancel still finds it).
     if (lease->failure_cause) {
-      RetryOrFail(t, *lease->failure_cause, std::string(reply.status().message()));
+      // All calls fail together when the connection closes, so this is rare: charge it
+      // only if the running task has not been found.
+      bool was_running = !lease->crash_charged;
+      lease->crash_charged = true;
+      RetryOrFail(t, *lease->failure_cause, std::string(reply.status().message()), was_running);
       Dispatch(cls);
       return;
     }
@@ -286,20 +291,30 @@ void TaskSubmitter::OnFailureCause(const std::shared_ptr<LeaseState>& lease,
     cause.Clear();
   }
   lease->failure_cause = cause;
-  std::set<SchedulingClass*> classes;
-  for (const auto& [id, why] : std::exchange(lease->awaiting_cause, {})) {
+  std::vector<std::pair<TaskEntry*, std::string>> failed;
+  for (auto& [id, why] : std::exchange(lease->awaiting_cause, {})) {
     auto it = by_return_.find(id);
     if (it == by_return_.end()) continue;  // completed meanwhile (FailAll)
     TaskEntry* t = it->second;
     if (t->pushed_to != lease) continue;
-    classes.insert(t->cls);
-    RetryOrFail(t, cause, why);
+    failed.emplace_back(t, std::move(why));
   }
+  // The worker ran its tasks in push order: the oldest unanswered one was running.
+  std::sort(failed.begin(), failed.end(),
+            [](const auto& a, const auto& b) { return a.first->push_seq < b.first->push_seq; });
+  // Re-queued at the front newest first, so that they keep their order.
+  std::set<SchedulingClass*> classes;
+  for (auto it = failed.rbegin(); it != failed.rend(); ++it) {
+    bool was_running = it + 1 == failed.rend() && !lease->crash_charged;
+    classes.insert(it->first->cls);
+    RetryOrFail(it->first, cause, it->second, was_running);
+  }
+  if (!failed.empty()) lease->crash_charged = true;
   for (SchedulingClass* cls : classes) Dispatch(cls);
 }
 
 void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& cause,
-                                const std::string& why) {
+                                const std::string& why, bool was_running) {
   const WorkerId worker = t->pushed_to ? t->pushed_to->worker : WorkerId();
   t->pushed_to.reset();
   const std::string& fn = t->request.spec().function_name();
@@ -310,6 +325,15 @@ void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& c
         MakeError(proto::TASK_CANCELLED, absl::StrCat(fn, " was cancelled"), fn, node_id_hex_));
     return;
   }
+  // The attempt number rises either way: registrations made on the caller's behalf by a
+  // dead attempt must not count for the next (see ObjectTable::AddBorrowerOnBehalf).
+  if (!was_running) {
+    t->request.mutable_spec()->set_attempt(t->request.spec().attempt() + 1);
+    RAIO_LOG_DEBUG("worker {} died with {} queued on it; re-queued", worker.Hex(), fn);
+    t->cls->queue.push_front(t);
+    return;
+  }
+  ++t->crashes;
   if (t->retries_left != 0) {  // negative: unlimited
     if (t->retries_left > 0) --t->retries_left;
     t->request.mutable_spec()->set_attempt(t->request.spec().attempt() + 1);
@@ -323,7 +347,7 @@ void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& c
     t->cls->queue.push_front(t);
     return;
   }
-  const uint32_t attempts = t->request.spec().attempt() + 1;
+  const int attempts = t->crashes;
   if (oom) {
     Complete(t, {}, false,
              MakeError(proto::OUT_OF_MEMORY,
@@ -332,11 +356,14 @@ void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& c
                                     " made and its retries ran out"),
                        fn, node_id_hex_));
   } else {
-    Complete(t, {}, false,
-             MakeError(proto::WORKER_CRASHED,
-                       absl::StrCat("the worker process running ", fn, " died (", why, ") and its ",
-                                    t->request.spec().attempt(), " retries ran out"),
-                       fn, node_id_hex_));
+    Complete(
+        t, {}, false,
+        MakeError(
+            proto::WORKER_CRASHED,
+            absl::StrCat("the worker process running ", fn, " died (",
+                         cause.kind() == proto::WorkerFailureCause::CRASHED ? cause.message() : why,
+                         ") and its ", attempts - 1, " retries ran out"),
+            fn, node_id_hex_));
   }
 }
 
@@ -521,6 +548,8 @@ void TaskSubmitter::Cancel(const ObjectId& id, bool force) {
   }
   t->cancelled = true;  // its reply (or its worker's death) completes it as cancelled
   if (force) {
+    // The worker dies by our hand: no other task in flight on it is charged a retry.
+    t->pushed_to->crash_charged = true;
     proto::LeaseIdRequest req;
     req.set_lease_id(t->pushed_to->id.Binary());
     node_->Call(

@@ -46,6 +46,8 @@ struct TaskEntry {
   std::vector<ObjectId> held_refs;        // refs inside by-value args, held until done
   bool cancelled = false;                 // raio::Cancel while pushed: the result is dropped
   std::shared_ptr<LeaseState> pushed_to;  // the lease it is in flight on
+  uint64_t push_seq = 0;                  // order of its push on that lease
+  int crashes = 0;                        // times its worker died while running it
 };
 
 struct LeaseState {
@@ -63,6 +65,11 @@ struct LeaseState {
   bool cause_requested = false;
   std::optional<proto::WorkerFailureCause> failure_cause;
   std::vector<std::pair<ObjectId, std::string>> awaiting_cause;
+  uint64_t next_push_seq = 0;
+  // Whether the task that was running when the worker died has been charged a retry. A
+  // worker runs its tasks in push order, so that is the oldest one still in flight; the
+  // others pipelined behind it never started and are re-queued without using a retry.
+  bool crash_charged = false;
 };
 
 struct SchedulingClass {
@@ -119,10 +126,12 @@ class TaskSubmitter {
   // The node's answer to GET_WORKER_FAILURE_CAUSE for a lease's dead worker.
   void OnFailureCause(const std::shared_ptr<LeaseState>& lease,
                       const absl::StatusOr<std::string_view>& reply);
-  // A task whose worker died, once the cause is known: retried if it has retries left,
-  // else failed with OUT_OF_MEMORY or WORKER_CRASHED. `why` is the connection's error.
-  void RetryOrFail(TaskEntry* task, const proto::WorkerFailureCause& cause, const std::string& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task whose worker died, once the cause is known. The one that was running
+  // (`was_running`) is retried if it has retries left, else failed with OUT_OF_MEMORY or
+  // WORKER_CRASHED; one that was only queued on the worker is re-queued without using a
+  // retry. `why` is the connection's error.
+  void RetryOrFail(TaskEntry* task, const proto::WorkerFailureCause& cause, const std::string& why,
+                   bool was_running) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReturnLease(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)

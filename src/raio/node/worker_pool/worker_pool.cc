@@ -133,7 +133,7 @@ void WorkerPool::Kill(const WorkerId& id) {
   ::unlink(absl::StrCat(session_dir_, "/o-", id.Hex(), ".sock").c_str());
   if (it->second.pid > 0) {
     ::kill(it->second.pid, SIGKILL);
-    zombies_.push_back(it->second.pid);
+    zombies_.emplace_back(it->second.pid, id);
   }
   if (it->second.conn) it->second.conn->Close(absl::CancelledError("worker killed"));
   workers_.erase(it);
@@ -152,13 +152,19 @@ void WorkerPool::KillAll() {
   std::vector<WorkerId> ids;
   for (const auto& [id, w] : workers_) ids.push_back(id);
   for (const auto& id : ids) Kill(id);
-  for (pid_t pid : zombies_) ::waitpid(pid, nullptr, 0);
+  for (const auto& z : zombies_) ::waitpid(z.first, nullptr, 0);
   zombies_.clear();
 }
 
 bool WorkerPool::IsReaped(pid_t pid) const {
   // Only the zombie list: a live worker that got the same pid since must not count.
-  return std::find(zombies_.begin(), zombies_.end(), pid) == zombies_.end();
+  return std::none_of(zombies_.begin(), zombies_.end(),
+                      [pid](const auto& z) { return z.first == pid; });
+}
+
+bool WorkerPool::IsUnreaped(const WorkerId& worker) const {
+  return std::any_of(zombies_.begin(), zombies_.end(),
+                     [&worker](const auto& z) { return z.second == worker; });
 }
 
 std::vector<WorkerId> WorkerPool::Reap() {
@@ -169,6 +175,7 @@ std::vector<WorkerId> WorkerPool::Reap() {
     pid_t r = ::waitpid(w.pid, &status, WNOHANG);
     if (r == w.pid) {
       RAIO_LOG_INFO("worker {} (pid {}) exited with status {}", id.Hex(), w.pid, status);
+      exits_.push_back({id, w.pid, status});
       w.pid = -1;
       gone.push_back(id);
     } else if (w.state == WorkerProcess::State::kStarting &&
@@ -178,8 +185,10 @@ std::vector<WorkerId> WorkerPool::Reap() {
     }
   }
   for (auto it = zombies_.begin(); it != zombies_.end();) {
-    pid_t r = ::waitpid(*it, nullptr, WNOHANG);
-    it = (r == *it || r < 0) ? zombies_.erase(it) : it + 1;
+    int status = 0;
+    pid_t r = ::waitpid(it->first, &status, WNOHANG);
+    if (r == it->first) exits_.push_back({it->second, it->first, status});
+    it = (r == it->first || r < 0) ? zombies_.erase(it) : it + 1;
   }
   return gone;
 }

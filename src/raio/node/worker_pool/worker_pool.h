@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -67,6 +68,16 @@ class WorkerPool {
   bool IsReaped(pid_t pid) const;
   // Reaps exited processes; returns workers that exited or overstayed their start.
   std::vector<WorkerId> Reap();
+  // How a reaped worker process ended (a waitpid status), killed by the pool or not.
+  struct Exit {
+    WorkerId worker;
+    pid_t pid = 0;
+    int status = 0;
+  };
+  // The exits reaped since the last call.
+  std::vector<Exit> TakeExits() { return std::exchange(exits_, {}); }
+  // Whether `worker` was killed (or found gone) and its process is not reaped yet.
+  bool IsUnreaped(const WorkerId& worker) const;
   const std::map<WorkerId, WorkerProcess>& workers() const { return workers_; }
 
  private:
@@ -74,7 +85,8 @@ class WorkerPool {
   std::string node_socket_path_;
   std::map<JobId, JobConfig> jobs_;
   std::map<WorkerId, WorkerProcess> workers_;
-  std::vector<pid_t> zombies_;  // killed, not yet reaped
+  std::vector<std::pair<pid_t, WorkerId>> zombies_;  // killed, not yet reaped
+  std::vector<Exit> exits_;
 };
 
 }  // namespace raio::node
