@@ -5,13 +5,14 @@
 //                     [--memory-usage-threshold FRACTION]
 //                     [--memory-usage-threshold-bytes BYTES]
 //   raio stop
-//   raio status [--address HOST:PORT] [--json]
-//   raio list objects [--address HOST:PORT] [--json]
-//   raio list actors [--address HOST:PORT] [--json]
+//   raio status [--address HOST:PORT|auto] [--json]
+//   raio list objects [--address HOST:PORT|auto] [--json]
+//   raio list actors [--address HOST:PORT|auto] [--json]
 //
 // `start --head` runs the head service and a node daemon in one background process and
 // records it in $TMPDIR/raio/current_cluster (address, pid, log file); `stop` and
-// `status` find the cluster there unless --address or RAIO_ADDRESS says otherwise.
+// `status` find the cluster there unless --address or RAIO_ADDRESS says otherwise
+// ("auto" also means the recorded cluster). Usage errors exit 2.
 #include <google/protobuf/util/json_util.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -19,13 +20,16 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "raio/actor.pb.h"
@@ -157,9 +161,14 @@ int Start(const raio::api::LocalClusterOptions& options, bool block) {
   return 0;
 }
 
+// --address, else RAIO_ADDRESS, else the cluster `raio start` recorded on this machine;
+// "auto" (as drivers accept it) also means the recorded cluster. "" when there is none.
 std::string ResolveAddress(const std::string& flag) {
-  if (!flag.empty()) return flag;
-  if (const char* env = std::getenv("RAIO_ADDRESS"); env && *env) return env;
+  std::string given = flag;
+  if (given.empty()) {
+    if (const char* env = std::getenv("RAIO_ADDRESS"); env && *env) given = env;
+  }
+  if (!given.empty() && given != "auto") return given;
   if (auto j = ReadClusterFile(); j && ProcessAlive((*j)["pid"].get<int>())) {
     return (*j)["address"].get<std::string>();
   }
@@ -261,6 +270,60 @@ std::string Fmt(const std::string& name, double v) {
   return buf;
 }
 
+// "{CPU: 1, slot: 1}", names sorted (a protobuf map has no order).
+std::string FormatDemand(const raio::proto::ResourceSet& demand) {
+  std::map<std::string, double> sorted(demand.amounts().begin(), demand.amounts().end());
+  std::string out = "{";
+  for (const auto& [k, v] : sorted) {
+    out += (out.size() > 1 ? ", " : "") + k + ": " + Fmt(k, v);
+  }
+  return out + "}";
+}
+
+// Tasks of one scheduling class (job, demand, function) waiting for a lease on a node.
+struct PendingGroup {
+  uint32_t job_id = 0;
+  std::string function_name;
+  std::string demand;
+  std::size_t requests = 0;
+  uint32_t latest_backlog = 0;  // the owner's queue length when it sent its latest request
+  std::size_t Waiting() const {
+    // An owner keeps min(queued tasks, kMaxPendingLeaseRequestsPerClass) lease requests
+    // open per class, and each request's `backlog` is the owner's queue length when it
+    // was sent: a snapshot that includes the tasks the class's other requests will run
+    // and that does not shrink as they are granted. So summing backlogs over-counts, and
+    // so does their maximum; below the cap each open request stands for one waiting
+    // task. At the cap, more may wait than there are requests: the latest snapshot is
+    // the best figure the node has. Old owners send backlog 0: count the requests.
+    if (latest_backlog == 0 ||
+        requests < static_cast<std::size_t>(raio::config::kMaxPendingLeaseRequestsPerClass)) {
+      return requests;
+    }
+    return std::max<std::size_t>(requests, latest_backlog);
+  }
+};
+
+// Groups a node's pending lease requests by job + demand + function, in the order the
+// node received them (so the last request of a group carries the freshest backlog).
+std::vector<PendingGroup> GroupPendingLeases(const raio::proto::NodeStats& node) {
+  std::vector<PendingGroup> groups;
+  for (const auto& p : node.pending_leases()) {
+    std::string demand = FormatDemand(p.demand());
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const PendingGroup& g) {
+      return g.job_id == p.job_id() && g.function_name == p.function_name() && g.demand == demand;
+    });
+    if (it == groups.end()) {
+      it = groups.insert(groups.end(), PendingGroup{p.job_id(), p.function_name(), demand});
+    }
+    ++it->requests;
+    it->latest_backlog = p.backlog();
+  }
+  return groups;
+}
+
+// At most this many workers are listed one per line per node; the rest are only counted.
+constexpr int kMaxWorkersListed = 20;
+
 int Status(const std::string& address_flag, bool json) {
   std::string address = ResolveAddress(address_flag);
   if (address.empty()) {
@@ -285,9 +348,16 @@ int Status(const std::string& address_flag, bool json) {
               << "\n    workers: " << n.workers_size();
     for (const auto& [s, c] : states) std::cout << "  " << s << "=" << c;
     std::cout << "\n";
+    for (int i = 0; i < n.workers_size() && i < kMaxWorkersListed; ++i) {
+      const auto& w = n.workers(i);
+      std::printf("      %-8s  pid %-7d  job %u\n", w.state().c_str(), w.pid(), w.job_id());
+    }
+    if (n.workers_size() > kMaxWorkersListed) {
+      std::printf("      ... and %d more\n", n.workers_size() - kMaxWorkersListed);
+    }
     for (const auto& [k, v] : n.total().amounts()) total[k] += v;
     for (const auto& [k, v] : n.available().amounts()) available[k] += v;
-    for (const auto& p : n.pending_leases()) pending_tasks += std::max<uint32_t>(p.backlog(), 1);
+    for (const auto& g : GroupPendingLeases(n)) pending_tasks += g.Waiting();
   }
   std::cout << "Resources (in use / total):\n";
   for (const auto& [k, v] : total) {
@@ -306,15 +376,9 @@ int Status(const std::string& address_flag, bool json) {
             << Fmt("memory", spilled_bytes) << ")\n";
   std::cout << "Pending tasks: " << pending_tasks << "\n";
   for (const auto& n : status.nodes()) {
-    for (const auto& p : n.pending_leases()) {
-      std::cout << "  waiting for resources: job " << p.job_id() << " " << p.function_name()
-                << " demand {";
-      bool first = true;
-      for (const auto& [k, v] : p.demand().amounts()) {
-        std::cout << (first ? "" : ", ") << k << ": " << Fmt(k, v);
-        first = false;
-      }
-      std::cout << "} (" << p.backlog() << " queued)\n";
+    for (const auto& g : GroupPendingLeases(n)) {
+      std::cout << "  waiting for resources: job " << g.job_id << " " << g.function_name
+                << " demand " << g.demand << " (" << g.Waiting() << " waiting)\n";
     }
   }
   raio::proto::ActorList actors;
@@ -426,18 +490,27 @@ int main(int argc, char** argv) {
   bool json = false;
   auto* status =
       app.add_subcommand("status", "show nodes, resources, workers, pending tasks, jobs");
-  status->add_option("--address", address, "head address host:port");
+  status->add_option("--address", address,
+                     "head address host:port, or auto (the cluster `raio start` recorded)");
   status->add_flag("--json", json, "print the raw status as JSON");
   auto* list = app.add_subcommand("list", "list cluster state");
   auto* list_objects = list->add_subcommand("objects", "objects in the nodes' object stores");
   list->require_subcommand(1);
-  list_objects->add_option("--address", address, "head address host:port");
+  list_objects->add_option("--address", address,
+                           "head address host:port, or auto (the cluster `raio start` recorded)");
   list_objects->add_flag("--json", json, "print JSON");
   auto* list_actors =
       list->add_subcommand("actors", "actors: state, name, node, restarts, death cause");
-  list_actors->add_option("--address", address, "head address host:port");
+  list_actors->add_option("--address", address,
+                          "head address host:port, or auto (the cluster `raio start` recorded)");
   list_actors->add_flag("--json", json, "print JSON");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints the help or the error; every usage error exits 2 (its own codes are
+    // 100+), --help and friends exit 0.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   raio::InitLogging(spdlog::level::warn);
 
   if (start->parsed()) {

@@ -139,9 +139,42 @@ TEST_F(StandaloneTest, WaitingDemandShowsInStatusAndKilledDriverIsCleanedUp) {
       },
       20s);
   EXPECT_TRUE(pending) << Status().dump();
-  auto text = RunCommand(std::string(RAIO_CLI_PATH) + " status");
-  EXPECT_NE(text.output.find("waiting for resources"), std::string::npos) << text.output;
-  EXPECT_NE(text.output.find("slot: 1"), std::string::npos) << text.output;
+  // Three tasks wait: one line for their scheduling class, counted once each, not the sum
+  // of every lease request's backlog (PendingCountIsNotOverCounted: it printed 9).
+  CommandResult text;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        text = RunCommand(std::string(RAIO_CLI_PATH) + " status");
+        return text.output.find("Pending tasks: 3\n") != std::string::npos;
+      },
+      10s))
+      << text.output << Status().dump();
+  EXPECT_NE(text.output.find("demand {CPU: 0.5, slot: 1} (3 waiting)"), std::string::npos)
+      << text.output;
+  std::size_t lines = 0;
+  for (auto at = text.output.find("waiting for resources"); at != std::string::npos;
+       at = text.output.find("waiting for resources", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 1u) << text.output;
+  // The text lists each worker with its state, pid and job.
+  json s = Status();
+  ASSERT_TRUE(s.is_object());
+  ASSERT_FALSE(s["nodes"][0]["workers"].empty()) << s.dump();
+  for (const auto& w : s["nodes"][0]["workers"]) {
+    EXPECT_NE(text.output.find("pid " + std::to_string(w["pid"].get<int>()) + " "),
+              std::string::npos)
+        << text.output;
+  }
+  // `auto` (flag or RAIO_ADDRESS) means the cluster `raio start` recorded, as for drivers.
+  for (const char* command :
+       {" status --address auto", " list actors --address auto", " list objects --address auto"}) {
+    auto r = RunCommand(std::string(RAIO_CLI_PATH) + command);
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.output;
+  }
+  auto by_env = RunCommand("RAIO_ADDRESS=auto " + std::string(RAIO_CLI_PATH) + " status");
+  EXPECT_EQ(by_env.exit_code, 0) << by_env.output;
+  EXPECT_NE(by_env.output.find("raio cluster " + address_), std::string::npos) << by_env.output;
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   // Its workers and leases are reclaimed; resources return to their totals.
@@ -265,14 +298,21 @@ TEST_F(StandaloneTest, StartRejectsBadNumbers) {
        {"--num-cpus -1", "--num-cpus nan", "--num-gpus -2", "--memory -5", "--port 70000",
         "--port -1", "--resources '{\"slot\": -1}'", "--resources '{\"CPU\": 2}'",
         "--object-store-memory 10", "--memory-usage-threshold 1.5", "--memory-usage-threshold 0",
-        "--memory-usage-threshold-bytes 0"}) {
+        "--memory-usage-threshold-bytes 0", "--bogus", "--num-cpus"}) {
     // A private TMPDIR, so the refusal is about the flags, not the running cluster.
     std::filesystem::create_directories(dir_ / "other");
     auto r = RunCommand("TMPDIR=" + (dir_ / "other").string() + " " + RAIO_CLI_PATH +
                         " start --head " + flags);
-    EXPECT_NE(r.exit_code, 0) << flags << ": " << r.output;
+    // Every usage error exits 2, including those CLI11 reports (its own codes are 100+).
+    EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.output;
     EXPECT_EQ(r.output.find("already running"), std::string::npos) << r.output;
   }
+  for (const char* command : {" start --help", " --help", " status --help"}) {
+    auto r = RunCommand(std::string(RAIO_CLI_PATH) + command);
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.output;
+  }
+  auto none = RunCommand(RAIO_CLI_PATH);  // no subcommand
+  EXPECT_EQ(none.exit_code, 2) << none.output;
   // The running cluster is untouched.
   EXPECT_TRUE(Status().is_object());
 }
@@ -332,13 +372,15 @@ int ScenarioDetachedUse() {
   return 0;
 }
 
+// Four tasks that each need the cluster's only slot: one runs, three wait.
 int ScenarioHoldSlot() {
   raio::Init();
-  auto a = raio::Task(SleepMs).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(60000);
-  auto b = raio::Task(SleepMs).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(60000);
+  std::vector<raio::ObjectRef<int>> refs;
+  for (int i = 0; i < 4; ++i) {
+    refs.push_back(raio::Task(SleepMs).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(60000));
+  }
   std::cout << "submitted" << std::endl;
-  b.Get();
-  a.Get();
+  for (auto& r : refs) r.Get();
   return 0;
 }
 
