@@ -37,6 +37,7 @@
 #include "raio/common/config.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/logging.h"
+#include "raio/common/process.h"
 #include "raio/head.pb.h"
 #include "raio/internal/object_id.h"
 #include "raio/node.pb.h"
@@ -61,7 +62,37 @@ std::optional<nlohmann::json> ReadClusterFile() {
   }
 }
 
-bool ProcessAlive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+// Whether the daemon a cluster record names still runs. The record's start time (absent
+// in records of older versions) tells it from a later process that got its pid, which
+// `raio stop` must not signal.
+bool DaemonAlive(const nlohmann::json& j) {
+  pid_t pid = j.value("pid", 0);
+  if (pid <= 0) return false;
+  std::optional<uint64_t> start_ticks;
+  if (j.contains("pid_start_ticks")) start_ticks = j["pid_start_ticks"].get<uint64_t>();
+  return raio::CheckProcess(pid, start_ticks) != raio::ProcessLiveness::kGone;
+}
+
+// Removes what dead raio processes left (api::ReclaimDeadProcessFiles) and says what in
+// one line, e.g. "1 object store file, 1 session directory: 256.0 MiB"; "" when nothing.
+std::string ReclaimDeadProcessFiles() {
+  raio::api::DeadProcessFiles r = raio::api::ReclaimDeadProcessFiles();
+  if (r.store_files.files == 0 && r.session_dirs.files == 0) return "";
+  auto count = [](int n, const char* what) {
+    return absl::StrCat(n, " ", what, n == 1 ? "" : "s");
+  };
+  std::string what;
+  if (r.store_files.files > 0) what = count(r.store_files.files, "object store file");
+  if (r.session_dirs.files > 0) {
+    absl::StrAppend(&what, what.empty() ? "" : ", ",
+                    count(r.session_dirs.files, "session directory"));
+  }
+  const uint64_t bytes = r.bytes();
+  if (bytes < (1 << 20)) return absl::StrCat(what, ": ", (bytes + 1023) >> 10, " KiB");
+  char mib[32];
+  std::snprintf(mib, sizeof(mib), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return absl::StrCat(what, ": ", mib);
+}
 
 // Runs the cluster in this process until SIGTERM/SIGINT or a shutdown request.
 int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const std::string& log) {
@@ -78,10 +109,12 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
     message = absl::StrCat("error: ", cluster.status().message());
   } else {
     std::string address = (*cluster)->head_address();
+    std::optional<raio::ProcessStamp> self = raio::SelfProcessStamp();
     nlohmann::json j{{"address", address},
                      {"pid", ::getpid()},
                      {"log", log},
                      {"session_dir", (*cluster)->session_dir()}};
+    if (self) j["pid_start_ticks"] = self->start_ticks;
     ::mkdir(StateDir().c_str(), 0700);
     std::ofstream(ClusterFile()) << j.dump() << "\n";
     message = "ok " + address;
@@ -103,7 +136,7 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
 }
 
 int Start(const raio::api::LocalClusterOptions& options, bool block) {
-  if (auto j = ReadClusterFile(); j && ProcessAlive((*j)["pid"].get<int>())) {
+  if (auto j = ReadClusterFile(); j && DaemonAlive(*j)) {
     std::cerr << "raio: a cluster is already running at " << (*j)["address"].get<std::string>()
               << " (pid " << (*j)["pid"] << "); run `raio stop` first\n";
     return 1;
@@ -169,7 +202,7 @@ std::string ResolveAddress(const std::string& flag) {
     if (const char* env = std::getenv("RAIO_ADDRESS"); env && *env) given = env;
   }
   if (!given.empty() && given != "auto") return given;
-  if (auto j = ReadClusterFile(); j && ProcessAlive((*j)["pid"].get<int>())) {
+  if (auto j = ReadClusterFile(); j && DaemonAlive(*j)) {
     return (*j)["address"].get<std::string>();
   }
   return "";
@@ -177,23 +210,35 @@ std::string ResolveAddress(const std::string& flag) {
 
 int Stop() {
   auto j = ReadClusterFile();
-  if (!j || !ProcessAlive((*j)["pid"].get<int>())) {
-    std::cout << "raio stop: no running cluster found\n";
+  if (!j || !DaemonAlive(*j)) {
     ::unlink(ClusterFile().c_str());
+    // A killed daemon (or driver) may have left its store file and session directory.
+    std::string removed = ReclaimDeadProcessFiles();
+    std::cout << "raio stop: no running cluster found"
+              << (removed.empty() ? "" : "; removed the files of dead raio processes: " + removed)
+              << "\n";
     return 0;
   }
   pid_t pid = (*j)["pid"].get<int>();
   ::kill(pid, SIGTERM);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (ProcessAlive(pid) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (ProcessAlive(pid)) {
+  auto wait_gone = [&](std::chrono::seconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (DaemonAlive(*j) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return !DaemonAlive(*j);
+  };
+  if (!wait_gone(std::chrono::seconds(10))) {
     ::kill(pid, SIGKILL);
+    wait_gone(std::chrono::seconds(5));
     std::cerr << "raio stop: the daemon did not stop in 10 s; killed it\n";
   }
   ::unlink(ClusterFile().c_str());
   std::cout << "raio cluster at " << (*j)["address"].get<std::string>() << " stopped\n";
+  // A daemon killed above could not remove its files.
+  if (std::string removed = ReclaimDeadProcessFiles(); !removed.empty()) {
+    std::cout << "raio stop: removed the files of dead raio processes: " << removed << "\n";
+  }
   return 0;
 }
 

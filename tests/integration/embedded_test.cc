@@ -2,7 +2,9 @@
 // (this binary re-executed in worker mode), real sockets.
 #include <gtest/gtest.h>
 #include <raio/raio.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "test_functions.h"
@@ -371,10 +374,76 @@ TEST(LifecycleTest, NoWorkerProcessesOutliveShutdown) {
   }
 }
 
+// The object store file of process `pid` in /dev/shm (raio-store-<pid>-...); "" if none.
+std::string StoreFileOf(pid_t pid) {
+  const std::string prefix = "raio-store-" + std::to_string(pid) + "-";
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) return e.path().string();
+  }
+  return "";
+}
+
+// The regression: a SIGKILLed driver's embedded store file stayed in /dev/shm unless a
+// later Init ran with the same TMPDIR.
+TEST(LifecycleTest, InitRemovesTheStoreFileOfAKilledDriver) {
+  const auto base =
+      std::filesystem::temp_directory_path() / ("raio-ekd-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(base / "a");
+  std::filesystem::create_directories(base / "b");
+  pid_t driver = ::fork();
+  ASSERT_GE(driver, 0);
+  if (driver == 0) {
+    ::setenv("TMPDIR", (base / "a").c_str(), 1);
+    ::setenv("RAIO_TEST_HOLD_EMBEDDED", "1", 1);
+    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    ::execl(self.c_str(), self.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string store;
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while ((store = StoreFileOf(driver)).empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_FALSE(store.empty()) << "the driver made no store file";
+  ::kill(driver, SIGKILL);
+  ::waitpid(driver, nullptr, 0);
+  EXPECT_TRUE(std::filesystem::exists(store)) << store;
+
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  std::string saved = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", (base / "b").c_str(), 1);
+  raio::InitOptions options;
+  options.num_cpus = 1;
+  options.object_store_memory_bytes = 32ull << 20;
+  raio::Init(options);
+  EXPECT_FALSE(std::filesystem::exists(store)) << store;
+  EXPECT_EQ(raio::Task(Add).Remote(1, 2).Get(), 3);
+  raio::Shutdown();
+  if (old_tmpdir) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  ::unlink(store.c_str());  // in case the assertions above failed
+  std::filesystem::remove_all(base);
+}
+
+// Scenario for InitRemovesTheStoreFileOfAKilledDriver: an embedded cluster that waits
+// to be killed.
+int HoldEmbeddedCluster() {
+  raio::InitOptions options;
+  options.num_cpus = 1;
+  options.object_store_memory_bytes = 32ull << 20;
+  raio::Init(options);
+  std::this_thread::sleep_for(120s);
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
+  if (std::getenv("RAIO_TEST_HOLD_EMBEDDED") != nullptr) return HoldEmbeddedCluster();
   raio::internal::RegisterOne("DriverOnly", &DriverOnly);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

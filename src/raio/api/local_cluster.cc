@@ -1,7 +1,5 @@
 #include "raio/api/local_cluster.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -10,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/process.h"
+#include "raio/node/object_store/store_files.h"
 
 namespace raio::api {
 
@@ -81,18 +80,30 @@ uint64_t ObjectStoreBytes(const LocalClusterOptions& options) {
                                config::kDefaultObjectStoreFraction);
 }
 
+DeadProcessFiles ReclaimDeadProcessFiles() {
+  DeadProcessFiles removed;
+  // Store files first, so that they are counted as such; the session sweep then removes
+  // the store files it names that are in the anonymous form.
+  removed.store_files = node::ReclaimStaleStoreFiles();
+  removed.session_dirs = CleanStaleSessions();
+  return removed;
+}
+
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     const LocalClusterOptions& options) {
   auto total = NodeResources(options);
   if (!total.ok()) return total.status();
   auto memory_monitor = MemoryMonitorSettings(options);
   if (!memory_monitor.ok()) return memory_monitor.status();
-  CleanStaleSessions();
+  ReclaimDeadProcessFiles();
   auto cluster = std::unique_ptr<LocalCluster>(new LocalCluster());
   cluster->session_dir_ = MakeTempDir("session");
   if (cluster->session_dir_.empty()) {
     return absl::InternalError("cannot create a session directory under $TMPDIR or /tmp");
   }
+  // Lets a later start clean up after this process if it is killed (CleanStaleSessions);
+  // written first, so that a kill during start-up is covered too.
+  WriteSessionOwner(cluster->session_dir_);
   head::HeadService::Options head_options;
   head_options.host = options.host;
   head_options.port = options.port;
@@ -112,8 +123,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     return node.status();
   }
   cluster->node_ = std::move(*node);
-  // Lets a later start clean up after this process if it is killed (CleanStaleSessions).
-  std::ofstream(cluster->session_dir_ + "/pid") << ::getpid() << "\n";
+  // The store file, so that CleanStaleSessions removes it also when its name is in the
+  // anonymous form (no /proc when it was made) that the /dev/shm sweep leaves alone.
   std::ofstream(cluster->session_dir_ + "/store") << cluster->node_->object_store_path() << "\n";
   return cluster;
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "raio/common/process.h"
 #include "raio/head/head_service.h"
 #include "raio/node/node_manager.h"
 
@@ -31,8 +32,9 @@ struct LocalClusterOptions {
 
 class LocalCluster {
  public:
-  // Validates the resources (InvalidArgument), makes a private session directory, starts
-  // the head and the node.
+  // Validates the resources (InvalidArgument), removes what dead raio processes left
+  // behind (ReclaimDeadProcessFiles), makes a private session directory, starts the
+  // head and the node.
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Create(const LocalClusterOptions& options);
   ~LocalCluster();
   void Stop();
@@ -45,6 +47,19 @@ class LocalCluster {
   std::unique_ptr<head::HeadService> head_;
   std::unique_ptr<node::NodeManager> node_;
 };
+
+// What ReclaimDeadProcessFiles removed.
+struct DeadProcessFiles {
+  Reclaimed store_files;   // object store files in /dev/shm
+  Reclaimed session_dirs;  // raio-session-* directories under TempBase()
+  uint64_t bytes() const { return store_files.bytes + session_dirs.bytes; }
+};
+// Removes the leftovers of SIGKILLed raio daemons and drivers of this user: session
+// directories under TempBase() (CleanStaleSessions) and object store files in /dev/shm
+// (node::ReclaimStaleStoreFiles; these regardless of the TMPDIR their creator had).
+// Never touches files of live processes or of other users; logs each removal at info
+// level. Runs at every LocalCluster::Create and in `raio stop`.
+DeadProcessFiles ReclaimDeadProcessFiles();
 
 // The node's memory monitor settings: the options, else the environment
 // (RAIO_MEMORY_USAGE_THRESHOLD, RAIO_MEMORY_USAGE_THRESHOLD_BYTES,

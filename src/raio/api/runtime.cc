@@ -153,15 +153,17 @@ std::string ResolveAutoAddress() {
   }
   std::string address;
   int64_t pid = 0;
+  std::optional<uint64_t> start_ticks;  // absent in records of older versions
   try {
     nlohmann::json j = nlohmann::json::parse(in);
     address = j.at("address").get<std::string>();
     pid = j.value("pid", int64_t{0});
+    if (j.contains("pid_start_ticks")) start_ticks = j["pid_start_ticks"].get<uint64_t>();
   } catch (const std::exception& e) {
     throw ClusterUnavailableError(absl::StrCat("raio::Init: address \"auto\": ", file,
                                                " is not a raio cluster record: ", e.what()));
   }
-  if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+  if (pid > 0 && CheckProcess(static_cast<pid_t>(pid), start_ticks) == ProcessLiveness::kGone) {
     throw ClusterUnavailableError(
         absl::StrCat("raio::Init: address \"auto\": the cluster recorded in ", file, " (", address,
                      ", pid ", pid, ") is not running; start one with `raio start --head`"));

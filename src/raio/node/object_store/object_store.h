@@ -32,6 +32,7 @@
 #include "raio/internal/object_id.h"
 #include "raio/node/object_store/allocator.h"
 #include "raio/node/object_store/shm_region.h"
+#include "raio/node/object_store/store_files.h"
 
 namespace raio::node {
 
@@ -76,7 +77,7 @@ struct ObjectInfo {
 class ObjectStore {
  public:
   struct Options {
-    std::string shm_dir = "/dev/shm";
+    std::string shm_dir = kDefaultShmDir;
     uint64_t capacity_bytes = 0;
     // Where spill files go; must exist. Empty: spilling is off, and a full store
     // refuses new objects (restored copies can still be evicted, but there are none).

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "raio/common/logging.h"
+#include "raio/node/object_store/store_files.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -49,7 +50,8 @@ absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& 
                      " are free (enlarge the tmpfs or lower the store's capacity)"));
   }
 
-  std::string path_template = absl::StrCat(dir, "/raio-store-XXXXXX");
+  // The name records this process, so that a later sweep can tell when it is gone.
+  std::string path_template = absl::StrCat(dir, "/", SelfStoreFileStem(), "XXXXXX");
   std::vector<char> buf(path_template.begin(), path_template.end());
   buf.push_back('\0');
   int fd = mkstemp(buf.data());

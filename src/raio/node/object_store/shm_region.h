@@ -1,7 +1,7 @@
 // ShmRegion: the object store's shared memory. A file in a tmpfs directory (normally
-// /dev/shm) with a random name, sized with ftruncate and mapped MAP_SHARED; other
-// processes on the node open the same path and map it read/write to see the objects
-// without copying.
+// /dev/shm) named after the creating process plus a random part (see store_files.h),
+// sized with ftruncate and mapped MAP_SHARED; other processes on the node open the same
+// path and map it read/write to see the objects without copying.
 //
 // Fresh tmpfs pages are allocated and zeroed on first touch, which runs at only
 // 0.2-0.6 GB/s on our VMs against ~15 GB/s for warm memory. So a background thread
@@ -30,8 +30,10 @@ class ShmRegion {
  public:
   static constexpr uint64_t kDefaultPrefaultChunkBytes = 64ull << 20;
 
-  // Creates `dir`/raio-store-XXXXXX (mode 0600) of `size_bytes` rounded up to the page
-  // size, maps it, and starts pre-faulting unless `prefault` is false. Errors:
+  // Creates `dir`/raio-store-<pid>-<start ticks>-<pid namespace>-XXXXXX (store_files.h;
+  // raio-store-XXXXXX when /proc cannot say who this process is), mode 0600, of
+  // `size_bytes` rounded up to the page size, maps it, and starts pre-faulting unless
+  // `prefault` is false. Errors:
   // InvalidArgument (size 0), ResourceExhausted (the file system under `dir` has
   // fewer free bytes than the region needs: touching the pages later would SIGBUS),
   // Internal (mkstemp/ftruncate/mmap failed; the message carries errno's text).
