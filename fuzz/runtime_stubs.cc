@@ -11,6 +11,7 @@ void OnObjectRefDeserialized(const ObjectId& id, const OwnerInfo& owner) {
   if (id.IsNil()) throw ObjectLostError("nil object id in a value");
 }
 void AddLocalReference(const ObjectId&) {}
+std::string DemangledTypeName(const std::type_info& type) { return type.name(); }
 void RemoveLocalReference(const ObjectId&) {}
 
 }  // namespace raio::internal

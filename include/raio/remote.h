@@ -141,7 +141,6 @@ std::vector<std::pair<M, std::string>>& MethodTable() {
 void RegisterFactoryWithInvoker(const std::string& name, const void* key,
                                 const std::string& class_name, FactoryInvoker invoker);
 void RegisterMethodWithInvoker(const std::string& name, const void* key, MethodInvoker invoker);
-std::string DemangledTypeName(const std::type_info& type);
 
 template <typename M, typename R, typename C, typename... A>
 void RegisterMethod(const std::string& name, M method) {

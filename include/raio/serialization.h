@@ -129,6 +129,9 @@ struct ClaimedElements : msgpack::null_visitor {
   bool start_map(uint32_t n) { return (claimed += 2 * std::size_t{n}) <= limit; }
 };
 
+// The C++ name of a type ("std::vector<int>"), for error messages (libraio).
+std::string DemangledTypeName(const std::type_info& type);
+
 // Deserializes msgpack `bytes` into T. Throws SerializationError when the bytes are
 // malformed or hold a value of another type.
 template <typename T>
@@ -138,7 +141,7 @@ T Unpack(std::string_view bytes) {
   std::size_t offset = 0;
   if (!msgpack::parse(bytes.data(), bytes.size(), offset, claims) &&
       claims.claimed > claims.limit) {
-    throw SerializationError(std::string("cannot decode a value as ") + typeid(T).name() +
+    throw SerializationError("cannot decode a value as " + DemangledTypeName(typeid(T)) +
                              ": its containers claim more elements than its " +
                              std::to_string(bytes.size()) + " bytes can hold");
   }
@@ -148,7 +151,7 @@ T Unpack(std::string_view bytes) {
     handle.get().convert(value);
     return value;
   } catch (const std::exception& e) {
-    throw SerializationError(std::string("cannot decode a value as ") + typeid(T).name() + ": " +
+    throw SerializationError("cannot decode a value as " + DemangledTypeName(typeid(T)) + ": " +
                              e.what());
   }
 }

@@ -157,7 +157,8 @@ TEST(SerializationTest, SerializationErrorIsARaioException) {
     Unpack<int>(Pack(std::string("x")));
     FAIL() << "no exception";
   } catch (const RaioException& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot decode"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot decode a value as int:"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -191,12 +191,19 @@ std::string DescribeKill(const std::string& node_id_hex, const VictimCandidate& 
     absl::StrAppend(&how, ", memory_usage_threshold_bytes ", *options.usage_threshold_bytes);
   }
   absl::StrAppend(&how, ", measured from ", usage.source);
-  return absl::StrCat("the memory monitor of node ", node_id_hex, " ended worker ",
-                      victim.worker.Hex(), " (pid ", victim.pid, ", ", victim.description,
-                      ") using ", FormatBytes(victim.rss_bytes),
-                      " resident: the node's memory use ", FormatBytes(usage.used_bytes), " of ",
-                      FormatBytes(usage.total_bytes), " total crossed the threshold ",
-                      FormatBytes(threshold_bytes), " (", how, ")");
+  return absl::StrCat(
+      "the memory monitor of node ", node_id_hex, " ended worker ", victim.worker.Hex(), " (pid ",
+      victim.pid, ", ", victim.description, ") using ", FormatBytes(victim.rss_bytes),
+      " resident: the node's memory use ", FormatBytes(usage.used_bytes), " of ",
+      FormatBytes(usage.total_bytes), " total crossed the threshold ", FormatBytes(threshold_bytes),
+      " (", how, ")",
+      // Use is measured machine-wide: say so when this worker is not the
+      // cause, so that a small task is not blamed for others' memory.
+      victim.rss_bytes * 4 < usage.used_bytes - std::min(usage.used_bytes, threshold_bytes)
+          ? "; this worker holds a small part of the excess, so most of "
+            "the memory is used elsewhere on the machine (memory use is "
+            "measured for the whole machine or cgroup)"
+          : "");
 }
 
 }  // namespace raio::node

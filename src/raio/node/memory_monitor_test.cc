@@ -147,6 +147,11 @@ TEST(MemoryMonitorTest, DescribesTheKillWithEveryFigure) {
         "threshold 2.00 GiB", "0.95", "memory_usage_threshold_bytes 2147483648", "/proc/meminfo"}) {
     EXPECT_NE(s.find(part), std::string::npos) << part << " in: " << s;
   }
+  // The victim holds all of the 1 GiB excess: no remark. A 10 MiB one holds little of it.
+  EXPECT_EQ(s.find("used elsewhere"), std::string::npos) << s;
+  victim.rss_bytes = 10ull << 20;
+  s = DescribeKill("abcd", victim, usage, 2ull << 30, options);
+  EXPECT_NE(s.find("used elsewhere on the machine"), std::string::npos) << s;
 }
 
 }  // namespace
