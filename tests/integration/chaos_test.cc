@@ -24,10 +24,13 @@
 #include <string>
 #include <thread>
 
+#include "harness.h"
 #include "test_functions.h"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using raio_test::RunCommand;
+using raio_test::WaitFor;
 
 namespace {
 
@@ -101,32 +104,6 @@ RAIO_REMOTE(ChaosSquare, ChaosSumPlus, ChaosBigResult, ChaosSumRefs, ChaosNested
 
 std::filesystem::path g_base_tmp;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-CommandResult RunCommand(const std::string& command) {
-  CommandResult r;
-  FILE* p = ::popen((command + " 2>/dev/null").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return pred();
-}
-
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v == nullptr ? fallback : std::atoi(v);
@@ -139,7 +116,7 @@ class ChaosTest : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     ::setenv("TMPDIR", dir_.c_str(), 1);
     ::unsetenv("RAIO_ADDRESS");
-    auto r = RunCommand(std::string(RAIO_CLI_PATH) + " start --head --port 0 --num-cpus 4");
+    auto r = RunCommand(std::string(RAIO_CLI_PATH) + " start --head --port 0 --num-cpus 4", false);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     auto pos = r.output.find("started at ");
     ASSERT_NE(pos, std::string::npos) << r.output;
@@ -147,12 +124,13 @@ class ChaosTest : public ::testing::Test {
   }
   void TearDown() override {
     if (raio::IsInitialized()) raio::Shutdown();
-    auto r = RunCommand(std::string(RAIO_CLI_PATH) + " stop");
+    auto r = RunCommand(std::string(RAIO_CLI_PATH) + " stop", false);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     std::filesystem::remove_all(dir_);
   }
   json Status() {
-    auto r = RunCommand(std::string(RAIO_CLI_PATH) + " status --json --address " + address_);
+    auto r = RunCommand(std::string(RAIO_CLI_PATH) + " status --json --address " + address_,
+                        /*merge_stderr=*/false);
     if (r.exit_code != 0) return json();
     return json::parse(r.output, nullptr, false);
   }

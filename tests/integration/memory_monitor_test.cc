@@ -18,9 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "harness.h"
 #include "test_functions.h"
 
 using namespace std::chrono_literals;
+using raio_test::WaitFor;
 
 namespace oom_test {
 
@@ -88,15 +90,6 @@ int CountLines(const std::string& path) {
   int n = 0;
   for (std::string line; std::getline(in, line);) ++n;
   return n;
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds deadline) {
-  auto end = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return done();
 }
 
 class MemoryMonitorTest : public ::testing::Test {

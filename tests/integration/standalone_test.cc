@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "harness.h"
 #include "test_functions.h"
 
 using namespace raio_test;
@@ -29,32 +30,6 @@ namespace {
 
 std::string g_self;
 std::filesystem::path g_base_tmp;  // $TMPDIR at start; tests point TMPDIR elsewhere
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-CommandResult RunCommand(const std::string& command) {
-  CommandResult r;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return pred();
-}
 
 class StandaloneTest : public ::testing::Test {
  protected:
