@@ -200,6 +200,23 @@ TEST_F(MemoryMonitorTest, ActorEndedByTheMonitorDiesWithTheFiguresAsCause) {
   ExpectResourcesBackToTotals();
 }
 
+TEST_F(MemoryMonitorTest, RestartedActorsLostCallNamesTheMonitor) {
+  StartCluster(SystemUsedBytes() + (1ull << 30));
+  auto hoarder = raio::Actor(Hoarder::Create).SetMaxRestarts(1).Remote();
+  auto ref = hoarder.Task(&Hoarder::Grow).Remote(4096, 64, 20);
+  std::string message;
+  try {
+    ref.Get();
+    FAIL() << "Grow returned although the actor should have been ended";
+  } catch (const raio::ActorDiedError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("was restarted"), std::string::npos) << message;
+  EXPECT_NE(message.find("memory monitor of node"), std::string::npos) << message;
+  // The restarted actor answers.
+  EXPECT_EQ(hoarder.Task(&Hoarder::Grow).Remote(64, 64, 0).Get(), 64);
+}
+
 TEST(MemoryMonitorOptionsTest, RejectsAThresholdOutsideZeroToOne) {
   for (double bad : {0.0, 1.5, -0.2}) {
     raio::InitOptions options;

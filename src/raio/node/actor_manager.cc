@@ -25,6 +25,7 @@ proto::ActorInfo ActorManager::Info(const Record& r) const {
   info.set_class_name(r.spec.class_name());
   info.set_num_restarts(r.num_restarts);
   info.set_death_cause(r.death_cause);
+  info.set_restart_cause(r.restart_cause);
   info.set_node_id(node_id_);
   info.set_job_id(r.job);
   info.set_pid(r.pid);
@@ -243,6 +244,7 @@ bool ActorManager::OnWorkerGone(const WorkerId& worker, const std::string& reaso
       ++r.num_restarts;
       ++r.incarnation;
       r.state = proto::ACTOR_RESTARTING;
+      r.restart_cause = reason;
       RAIO_LOG_INFO("actor {} restarting ({} of {}){}{}", id.Hex(), r.num_restarts, max,
                     reason.empty() ? "" : ": ", reason);
     } else {

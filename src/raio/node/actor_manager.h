@@ -56,6 +56,7 @@ class ActorManager {
     uint32_t incarnation = 0;
     uint32_t num_restarts = 0;
     std::string death_cause;
+    std::string restart_cause;  // why the process died before the latest restart
     std::vector<std::pair<std::shared_ptr<rpc::Connection>, rpc::FrameHeader>> waiters;
     std::vector<uint32_t> waiter_min_incarnation;
   };

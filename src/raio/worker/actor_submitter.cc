@@ -97,10 +97,11 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
     actor.max_task_retries = info.max_task_retries();
     actor.state = Actor::State::kAlive;
     for (auto& call : actor.lost) {
-      Fail(call,
-           absl::StrCat("actor ", id.Hex(), " died while running ", call->request.method_name(),
-                        " and was restarted; the call was not retried (see "
-                        "SetMaxTaskRetries)"));
+      Fail(call, absl::StrCat("actor ", id.Hex(), " died while running ",
+                              call->request.method_name(), info.restart_cause().empty() ? "" : " (",
+                              info.restart_cause(), info.restart_cause().empty() ? "" : ")",
+                              " and was restarted; the call was not retried (see "
+                              "SetMaxTaskRetries)"));
     }
     actor.lost.clear();
     Flush(actor);
