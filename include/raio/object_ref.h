@@ -56,7 +56,7 @@ class ObjectRef {
   T Get() const { return Decode(internal::GetObject(id_, std::nullopt)); }
 
   // As Get(), but throws GetTimeoutError when the object is not ready within `timeout`;
-  // the task keeps running.
+  // the task keeps running. A negative timeout throws InvalidUsageError.
   template <typename Rep, typename Period>
   T Get(std::chrono::duration<Rep, Period> timeout) const {
     return Decode(

@@ -451,6 +451,13 @@ TEST_F(BadInputTest, GetActorWithTheWrongTypeIsRefusedNamingBothTypes) {
   ExpectClusterWorks();
 }
 
+TEST_F(BadInputTest, NegativeGetTimeoutIsRefused) {
+  auto ref = raio::Task(Add).Remote(1, 2);
+  std::string msg = ErrorOf<raio::InvalidUsageError>([&] { ref.Get(std::chrono::seconds(-1)); });
+  EXPECT_TRUE(Mentions(msg, {"timeout must be >= 0", "-1000000"})) << msg;
+  EXPECT_EQ(ref.Get(), 3);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <string>
@@ -40,7 +41,12 @@ RAIO_REMOTE(Twin);
 
 int ExitWith(int code) { ::_exit(code); }
 int Aborts(int) { std::abort(); }
-RAIO_REMOTE(ExitWith, Aborts);
+// Appends a line to `path` (one per run), then aborts.
+int NoteThenAbort(std::string path) {
+  std::ofstream(path, std::ios::app) << "run\n";
+  std::abort();
+}
+RAIO_REMOTE(ExitWith, Aborts, NoteThenAbort);
 
 int CallsInit(int) {
   raio::Init();
@@ -189,6 +195,31 @@ TEST_F(EmbeddedTest, ACrashUsesARetryOfTheCrashingTaskOnly) {
     EXPECT_NE(std::string(e.what()).find("SIGABRT"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("its 1 retries ran out"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(EmbeddedTest, InterleavedCrashesAreChargedToTheCrashingTasksOnly) {
+  // Tiny tasks' replies are coalesced: when a crashing task kills its worker, the replies
+  // of tasks that finished just before it may be lost. The node tells which task was
+  // running, so only that one is charged.
+  auto dir =
+      std::filesystem::temp_directory_path() / ("raio-interleave-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string runs = (dir / "runs").string();
+  EXPECT_EQ(raio::Task(Add).Remote(1, 1).Get(), 2);
+  std::vector<raio::ObjectRef<int>> crashes, adds;
+  for (int i = 0; i < 10; ++i) {
+    crashes.push_back(raio::Task(NoteThenAbort).SetMaxRetries(0).Remote(runs));
+    adds.push_back(raio::Task(Add).SetMaxRetries(0).Remote(i, 1));
+  }
+  int sum = 0;
+  for (int v : raio::Get(adds)) sum += v;
+  EXPECT_EQ(sum, 55);
+  for (auto& c : crashes) EXPECT_THROW(c.Get(), raio::WorkerCrashedError);
+  std::ifstream in(runs);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  EXPECT_EQ(lines, 10) << "each crashing task (no retries) runs once";
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(EmbeddedTest, ForceCancelDoesNotUseRetriesOfTasksQueuedOnTheSameWorker) {

@@ -17,6 +17,7 @@
 #include "raio/common/event_loop.h"
 #include "raio/common/logging.h"
 #include "raio/common/process.h"
+#include "raio/common/running_task.h"
 #include "raio/head.pb.h"
 #include "raio/node.pb.h"
 #include "raio/raio.h"
@@ -104,6 +105,12 @@ std::string WorkerNamespace() {
   if (absl::Status s = executor->Listen(socket_path); !s.ok()) {
     RAIO_LOG_ERROR("worker cannot listen: {}", s.message());
     _exit(2);
+  }
+  if (auto marker = RunningTaskMarker::Create(RunningTaskPath(session, hex)); marker.ok()) {
+    executor->set_running_marker(std::move(*marker));
+  } else {
+    RAIO_LOG_WARN("{}; a crash will charge a retry to the oldest task in flight",
+                  marker.status().message());
   }
   proto::RegisterWorkerRequest reg;
   reg.set_worker_id(id.Binary());
@@ -346,6 +353,10 @@ ObjectId PutObject(ValueFormat format, DType dtype, const void* data, std::size_
 }
 
 ValueView GetObject(const ObjectId& id, std::optional<std::chrono::microseconds> timeout) {
+  if (timeout && timeout->count() < 0) {
+    throw InvalidUsageError(
+        absl::StrCat("ObjectRef::Get: the timeout must be >= 0, got ", timeout->count(), " us"));
+  }
   return CoreOrThrow("ObjectRef::Get")->Get(id, timeout);
 }
 

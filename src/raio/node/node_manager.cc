@@ -119,6 +119,10 @@ void NodeManager::ReapWorkers() {
     proto::WorkerFailureCause cause;
     cause.set_kind(proto::WorkerFailureCause::CRASHED);
     cause.set_pid(exit.pid);
+    if (exit.running_task) {
+      cause.set_running_task_known(true);
+      cause.set_running_task_id(*exit.running_task);
+    }
     if (WIFSIGNALED(exit.status)) {
       int sig = WTERMSIG(exit.status);
       const char* abbrev = ::sigabbrev_np(sig);
@@ -229,6 +233,10 @@ void NodeManager::CheckMemory() {
   cause.set_threshold_bytes(threshold);
   cause.set_pid(victim.pid);
   cause.set_rss_bytes(victim.rss_bytes);
+  if (auto running = pool_.RunningTask(victim.worker)) {
+    cause.set_running_task_known(true);
+    cause.set_running_task_id(*running);
+  }
   // Before the kill: the owner asks as soon as its connection breaks.
   RememberFailureCause(victim.worker, std::move(cause));
   oom_victim_pid_ = victim.pid;

@@ -31,7 +31,8 @@ void EncodeFrameHeader(const FrameHeader& h, char* out) {
 absl::Status DecodeFrameHeader(const char* in, uint32_t max_body_bytes, FrameHeader* h) {
   uint16_t magic = Take<uint16_t>(in);
   if (magic != kFrameMagic) {
-    return absl::InvalidArgumentError(absl::StrCat("bad frame magic 0x", absl::Hex(magic)));
+    return absl::InvalidArgumentError(absl::StrCat("bad frame magic 0x", absl::Hex(magic),
+                                                   " (the peer does not speak raio's protocol)"));
   }
   uint8_t version = Take<uint8_t>(in + 2);
   if (version != kFrameVersion) {

@@ -287,6 +287,7 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
     }
     if (!reply.has_error()) {
       CoreWorker::SetExecutingTask(true);
+      if (running_) running_->Set(spec.task_id());
       try {
         // ObjectRefs packed into the result: make the task's owner a borrower of each
         // while the ref still exists here, so they outlive this worker's references.
@@ -326,6 +327,7 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
         std::type_info* t = abi::__cxa_current_exception_type();
         fail(proto::TASK_ERROR, t ? Demangle(t->name()) : "unknown", "non-std::exception thrown");
       }
+      if (running_) running_->Clear();
       CoreWorker::SetExecutingTask(false);
     }
   }

@@ -25,6 +25,7 @@
 
 #include "raio/actor.pb.h"
 #include "raio/common/event_loop.h"
+#include "raio/common/running_task.h"
 #include "raio/remote.h"
 #include "raio/rpc/listener.h"
 #include "raio/serialization.h"
@@ -48,6 +49,10 @@ class TaskExecutor {
   // The worker's core worker: registers the task's owner as borrower of ObjectRefs that a
   // result contains.
   void set_core(CoreWorker* core) { core_ = core; }
+  // Where the task being run is recorded for the node (see common/running_task.h).
+  void set_running_marker(std::unique_ptr<RunningTaskMarker> marker) {
+    running_ = std::move(marker);
+  }
   // Handles a request the node sends on its connection (CREATE_ACTOR_INSTANCE). Thread-safe:
   // the work is posted to Run's thread.
   void OnNodeRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
@@ -102,6 +107,7 @@ class TaskExecutor {
   std::deque<Job> pool_queue_;
   bool pool_stop_ = false;
   std::vector<std::thread> pool_;
+  std::unique_ptr<RunningTaskMarker> running_;
 };
 
 }  // namespace raio::worker

@@ -244,9 +244,8 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
     // Retry or fail once the node has said why the worker died (the task stays pushed_to
     // the dead lease meanwhile, so that Cancel still finds it).
     if (lease->failure_cause) {
-      // All calls fail together when the connection closes, so this is rare: charge it
-      // only if the running task has not been found.
-      bool was_running = !lease->crash_charged;
+      // All calls fail together when the connection closes, so this is rare.
+      bool was_running = WasRunning(*lease, *lease->failure_cause, *t, /*oldest=*/true);
       lease->crash_charged = true;
       RetryOrFail(t, *lease->failure_cause, std::string(reply.status().message()), was_running);
       Dispatch(cls);
@@ -299,18 +298,27 @@ void TaskSubmitter::OnFailureCause(const std::shared_ptr<LeaseState>& lease,
     if (t->pushed_to != lease) continue;
     failed.emplace_back(t, std::move(why));
   }
-  // The worker ran its tasks in push order: the oldest unanswered one was running.
   std::sort(failed.begin(), failed.end(),
             [](const auto& a, const auto& b) { return a.first->push_seq < b.first->push_seq; });
   // Re-queued at the front newest first, so that they keep their order.
   std::set<SchedulingClass*> classes;
   for (auto it = failed.rbegin(); it != failed.rend(); ++it) {
-    bool was_running = it + 1 == failed.rend() && !lease->crash_charged;
+    bool was_running = WasRunning(*lease, cause, *it->first, /*oldest=*/it + 1 == failed.rend());
     classes.insert(it->first->cls);
     RetryOrFail(it->first, cause, it->second, was_running);
   }
   if (!failed.empty()) lease->crash_charged = true;
   for (SchedulingClass* cls : classes) Dispatch(cls);
+}
+
+bool TaskSubmitter::WasRunning(const LeaseState& lease, const proto::WorkerFailureCause& cause,
+                               const TaskEntry& t, bool oldest) {
+  if (lease.crash_charged) return false;  // already found, or we ended the worker (Cancel)
+  // The node read which task the worker had started ("" between tasks).
+  if (cause.running_task_known()) return t.request.spec().task_id() == cause.running_task_id();
+  // Unknown: the worker ran its tasks in push order, so the oldest unanswered one is the
+  // best guess (its reply may have been coalesced with a later task's and lost).
+  return oldest;
 }
 
 void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& cause,

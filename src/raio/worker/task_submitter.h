@@ -66,9 +66,10 @@ struct LeaseState {
   std::optional<proto::WorkerFailureCause> failure_cause;
   std::vector<std::pair<ObjectId, std::string>> awaiting_cause;
   uint64_t next_push_seq = 0;
-  // Whether the task that was running when the worker died has been charged a retry. A
-  // worker runs its tasks in push order, so that is the oldest one still in flight; the
-  // others pipelined behind it never started and are re-queued without using a retry.
+  // Whether the task that was running when the worker died has been found (and charged a
+  // retry), or the owner ended the worker itself (Cancel with force). The others in flight
+  // never started, or finished with their replies lost: they are re-queued without using
+  // a retry.
   bool crash_charged = false;
 };
 
@@ -132,6 +133,10 @@ class TaskSubmitter {
   // retry. `why` is the connection's error.
   void RetryOrFail(TaskEntry* task, const proto::WorkerFailureCause& cause, const std::string& why,
                    bool was_running) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `task`, in flight on `lease` when its worker died, was the one running.
+  // `oldest`: it is the oldest of those tasks (the guess when the node does not know).
+  static bool WasRunning(const LeaseState& lease, const proto::WorkerFailureCause& cause,
+                         const TaskEntry& task, bool oldest);
   void ReturnLease(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
+#include "raio/common/running_task.h"
 
 extern char** environ;
 
@@ -133,8 +134,9 @@ void WorkerPool::Kill(const WorkerId& id) {
   ::unlink(absl::StrCat(session_dir_, "/o-", id.Hex(), ".sock").c_str());
   if (it->second.pid > 0) {
     ::kill(it->second.pid, SIGKILL);
-    zombies_.emplace_back(it->second.pid, id);
+    zombies_.push_back({it->second.pid, id, RunningTask(id)});
   }
+  ::unlink(RunningTaskPath(session_dir_, id.Hex()).c_str());
   if (it->second.conn) it->second.conn->Close(absl::CancelledError("worker killed"));
   workers_.erase(it);
 }
@@ -152,19 +154,23 @@ void WorkerPool::KillAll() {
   std::vector<WorkerId> ids;
   for (const auto& [id, w] : workers_) ids.push_back(id);
   for (const auto& id : ids) Kill(id);
-  for (const auto& z : zombies_) ::waitpid(z.first, nullptr, 0);
+  for (const auto& z : zombies_) ::waitpid(z.pid, nullptr, 0);
   zombies_.clear();
 }
 
 bool WorkerPool::IsReaped(pid_t pid) const {
   // Only the zombie list: a live worker that got the same pid since must not count.
   return std::none_of(zombies_.begin(), zombies_.end(),
-                      [pid](const auto& z) { return z.first == pid; });
+                      [pid](const auto& z) { return z.pid == pid; });
 }
 
 bool WorkerPool::IsUnreaped(const WorkerId& worker) const {
   return std::any_of(zombies_.begin(), zombies_.end(),
-                     [&worker](const auto& z) { return z.second == worker; });
+                     [&worker](const auto& z) { return z.worker == worker; });
+}
+
+std::optional<std::string> WorkerPool::RunningTask(const WorkerId& id) const {
+  return ReadRunningTask(RunningTaskPath(session_dir_, id.Hex()));
 }
 
 std::vector<WorkerId> WorkerPool::Reap() {
@@ -175,7 +181,7 @@ std::vector<WorkerId> WorkerPool::Reap() {
     pid_t r = ::waitpid(w.pid, &status, WNOHANG);
     if (r == w.pid) {
       RAIO_LOG_INFO("worker {} (pid {}) exited with status {}", id.Hex(), w.pid, status);
-      exits_.push_back({id, w.pid, status});
+      exits_.push_back({id, w.pid, status, RunningTask(id)});
       w.pid = -1;
       gone.push_back(id);
     } else if (w.state == WorkerProcess::State::kStarting &&
@@ -186,9 +192,9 @@ std::vector<WorkerId> WorkerPool::Reap() {
   }
   for (auto it = zombies_.begin(); it != zombies_.end();) {
     int status = 0;
-    pid_t r = ::waitpid(it->first, &status, WNOHANG);
-    if (r == it->first) exits_.push_back({it->second, it->first, status});
-    it = (r == it->first || r < 0) ? zombies_.erase(it) : it + 1;
+    pid_t r = ::waitpid(it->pid, &status, WNOHANG);
+    if (r == it->pid) exits_.push_back({it->worker, it->pid, status, it->running_task});
+    it = (r == it->pid || r < 0) ? zombies_.erase(it) : it + 1;
   }
   return gone;
 }

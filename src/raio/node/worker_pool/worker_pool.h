@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -73,11 +74,15 @@ class WorkerPool {
     WorkerId worker;
     pid_t pid = 0;
     int status = 0;
+    // The task it was running when it died ("" between tasks; nullopt unknown).
+    std::optional<std::string> running_task;
   };
   // The exits reaped since the last call.
   std::vector<Exit> TakeExits() { return std::exchange(exits_, {}); }
   // Whether `worker` was killed (or found gone) and its process is not reaped yet.
   bool IsUnreaped(const WorkerId& worker) const;
+  // The task a worker runs now, from its running-task file (common/running_task.h).
+  std::optional<std::string> RunningTask(const WorkerId& id) const;
   const std::map<WorkerId, WorkerProcess>& workers() const { return workers_; }
 
  private:
@@ -85,7 +90,12 @@ class WorkerPool {
   std::string node_socket_path_;
   std::map<JobId, JobConfig> jobs_;
   std::map<WorkerId, WorkerProcess> workers_;
-  std::vector<std::pair<pid_t, WorkerId>> zombies_;  // killed, not yet reaped
+  struct Zombie {
+    pid_t pid;
+    WorkerId worker;
+    std::optional<std::string> running_task;  // read before its file was removed
+  };
+  std::vector<Zombie> zombies_;  // killed, not yet reaped
   std::vector<Exit> exits_;
 };
 
