@@ -76,7 +76,8 @@ void Init();
 // Stops raio in this process: ends the job's workers, stops an embedded cluster and
 // releases every object. ObjectRefs still alive become unusable: Get, like every other
 // call until the next Init, throws InvalidUsageError saying raio is shut down.
-// Idempotent. Blocks until done.
+// Idempotent. Blocks until done. Throws InvalidUsageError inside a remote function or
+// actor method (a worker is ended by its node).
 void Shutdown();
 
 // Whether Init has run and Shutdown has not.

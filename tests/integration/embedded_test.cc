@@ -52,7 +52,11 @@ int CallsInit(int) {
   raio::Init();
   return 0;
 }
-RAIO_REMOTE(CallsInit);
+int CallsShutdown(int) {
+  raio::Shutdown();
+  return 0;
+}
+RAIO_REMOTE(CallsInit, CallsShutdown);
 
 class EmbeddedTest : public ::testing::Test {
  protected:
@@ -283,13 +287,17 @@ TEST_F(EmbeddedTest, DuplicateNamesAreRefusedClearly) {
   }
 }
 
-TEST_F(EmbeddedTest, InitInsideATaskIsATaskError) {
-  try {
-    raio::Task(CallsInit).SetMaxRetries(0).Remote(1).Get();
-    FAIL() << "expected TaskError";
-  } catch (const raio::TaskError& e) {
-    EXPECT_EQ(e.exception_type(), "raio::InvalidUsageError");
+TEST_F(EmbeddedTest, InitOrShutdownInsideATaskIsATaskError) {
+  // Shutdown first: it must not break the worker for the Init that may follow on it.
+  for (auto fn : {CallsShutdown, CallsInit}) {
+    try {
+      raio::Task(fn).SetMaxRetries(0).Remote(1).Get();
+      FAIL() << "expected TaskError";
+    } catch (const raio::TaskError& e) {
+      EXPECT_EQ(e.exception_type(), "raio::InvalidUsageError");
+    }
   }
+  EXPECT_EQ(raio::Task(Add).Remote(1, 1).Get(), 2);
 }
 
 TEST_F(EmbeddedTest, InfeasibleDemandFailsAtGetNamingResources) {

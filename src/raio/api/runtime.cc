@@ -328,6 +328,11 @@ void Shutdown() {
   std::unique_ptr<DriverRuntime> rt;
   {
     std::lock_guard<std::mutex> lock(g_mu);
+    // A worker process has a core but no driver runtime: its node ends it.
+    if (!g_runtime && g_core) {
+      throw InvalidUsageError(
+          "raio::Shutdown called inside a remote function; a worker is ended by its node");
+    }
     rt = std::move(g_runtime);
     if (rt) g_shut_down = true;
     g_core.reset();
