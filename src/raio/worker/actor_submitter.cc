@@ -128,6 +128,7 @@ void ActorSubmitter::Flush(Actor& actor) {
     uint64_t seq = actor.next_sequence++;
     call->request.set_sequence(seq);
     actor.in_flight[seq] = call;
+    call->incarnation = actor.incarnation;
     ActorId id = actor.id;
     uint32_t incarnation = actor.incarnation;
     actor.conn->Call(proto::PUSH_ACTOR_TASK, call->request,
@@ -162,7 +163,14 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
   // (their callbacks come in no particular order): handle them all now, in sequence
   // order. Retryable ones are re-sent first after the restart, keeping submission order.
   std::vector<std::shared_ptr<Call>> retry;
-  for (auto& [seq, call] : actor.in_flight) {
+  for (auto cit2 = actor.in_flight.begin(); cit2 != actor.in_flight.end();) {
+    std::shared_ptr<Call> call = cit2->second;
+    // Calls already sent to a later incarnation are not this process's.
+    if (call->incarnation != incarnation) {
+      ++cit2;
+      continue;
+    }
+    cit2 = actor.in_flight.erase(cit2);
     // References the dead attempt registered on our behalf will never be delivered.
     objects_.SettleOnBehalf(call->return_id, tasks_.self(), /*delivered=*/false);
     if (actor.max_task_retries < 0 || call->retries_used < actor.max_task_retries) {
@@ -174,7 +182,6 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
       actor.lost.push_back(call);
     }
   }
-  actor.in_flight.clear();
   actor.queue.insert(actor.queue.begin(), retry.begin(), retry.end());
   if (actor.state == Actor::State::kAlive && actor.incarnation == incarnation) {
     actor.state = Actor::State::kResolving;
@@ -182,7 +189,30 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
   }
   if (actor.state == Actor::State::kResolving && !actor.waiting) {
     WaitForActor(actor, incarnation + 1);
+  } else if (actor.state == Actor::State::kAlive && actor.incarnation > incarnation) {
+    // The next incarnation is up already (the node answered before this process's calls
+    // failed, e.g. after Kill): fail the lost calls now and send the retried ones.
+    for (auto& call : actor.lost) {
+      Fail(call,
+           absl::StrCat("actor ", id.Hex(), " died while running ", call->request.method_name(),
+                        " and was restarted; the call was not retried (see "
+                        "SetMaxTaskRetries)"));
+    }
+    actor.lost.clear();
+    Flush(actor);
   }
+}
+
+void ActorSubmitter::OnKilled(const ActorId& id) {
+  auto it = actors_.find(id);
+  if (it == actors_.end()) return;
+  Actor& actor = it->second;
+  if (actor.state != Actor::State::kAlive) return;
+  // Its connection is left to close by itself (its callbacks take mu_); the calls in
+  // flight on it fail then.
+  actor.state = Actor::State::kResolving;
+  actor.conn.reset();
+  if (!actor.waiting) WaitForActor(actor, actor.incarnation + 1);
 }
 
 void ActorSubmitter::Fail(const std::shared_ptr<Call>& call, const std::string& message,

@@ -32,6 +32,9 @@ class ActorSubmitter {
   void Submit(const ActorId& actor, proto::PushActorTaskRequest request, ObjectId return_id,
               std::vector<ObjectId> held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Shutdown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The node has ended the actor's process (Kill): calls submitted from now on wait for
+  // its next incarnation (or its death) instead of going to the dying process.
+  void OnKilled(const ActorId& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  private:
   struct Call {
@@ -39,6 +42,7 @@ class ActorSubmitter {
     ObjectId return_id;
     std::vector<ObjectId> held;
     int retries_used = 0;
+    uint32_t incarnation = 0;  // of the actor process it was last sent to
   };
   struct Actor {
     ActorId id;

@@ -166,6 +166,10 @@ void CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
     throw ClusterUnavailableError(
         absl::StrCat("cannot kill the actor: ", reply.status().message()));
   }
+  // Its process is ending: later calls go to the next incarnation (or fail with its death),
+  // never to the dying process.
+  absl::MutexLock lock(&mu_);
+  if (!shut_down_) actor_submitter_.OnKilled(actor);
 }
 
 std::optional<ActorId> CoreWorker::GetNamedActor(const std::string& name, const std::string& ns,
