@@ -253,6 +253,20 @@ TEST_F(ObjectStoreTest, BorrowersOfADeadOwnerGetOwnerDiedError) {
   EXPECT_THROW(raio::Task(Add).Remote(owned.ref, 1).Get(10s), raio::OwnerDiedError);
 }
 
+TEST_F(ObjectStoreTest, GetOfAnObjectWhoseOwnerIsLongGoneFailsAtOnce) {
+  OwnedRef owned = raio::Task(MakeOwnedRef).Remote(6).Get();
+  ASSERT_GT(owned.pid, 0);
+  ::kill(owned.pid, SIGKILL);
+  // Wait until the owner's process is reaped: connecting to it now fails synchronously.
+  auto gone_by = std::chrono::steady_clock::now() + 10s;
+  while (::kill(owned.pid, 0) == 0 && std::chrono::steady_clock::now() < gone_by) {
+    std::this_thread::sleep_for(10ms);
+  }
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(owned.ref.Get(10s), raio::OwnerDiedError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

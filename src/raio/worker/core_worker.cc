@@ -218,7 +218,11 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
         if (e->borrowed) owner_address = e->owner_address;
         break;  // read from the store below, without holding mu_
       }
-      if (e->borrowed) FetchBorrowedLocked(id, *e);
+      if (e->borrowed) {
+        FetchBorrowedLocked(id, *e);
+        // An unreachable owner fails it at once: that completion is not waited for.
+        if (e->ready) continue;
+      }
       if (WaitForCompletionLocked(spin_until, deadline, &blocked)) {
         if (blocked) NotifyBlocked(false);
         throw GetTimeoutError(absl::StrCat("object ", id.Hex(), " was not ready within ",
