@@ -200,6 +200,13 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
     }
     actor.lost.clear();
     Flush(actor);
+  } else if (actor.state == Actor::State::kDead) {
+    // The node said it is dead before this process's calls failed (e.g. after Kill).
+    for (auto& call : actor.lost) Fail(call, actor.death_cause);
+    actor.lost.clear();
+    std::deque<std::shared_ptr<Call>> queue;
+    queue.swap(actor.queue);
+    for (auto& call : queue) Fail(call, actor.death_cause);
   }
 }
 
