@@ -382,7 +382,8 @@ TEST(KilledDaemonTest, StopAfterAKilledDaemonRemovesItsStoreFileAndSession) {
                              "processes: "),
             std::string::npos)
       << stop.output;
-  EXPECT_NE(stop.output.find("object store file"), std::string::npos) << stop.output;
+  // Its store file is removed by this stop, or already by a concurrent test's start (every
+  // start sweeps /dev/shm), so only its absence is asserted below.
   EXPECT_NE(stop.output.find("1 session directory: "), std::string::npos) << stop.output;
   EXPECT_FALSE(std::filesystem::exists(store)) << store;
   EXPECT_FALSE(std::filesystem::exists(old->session_dir)) << old->session_dir;
