@@ -183,17 +183,22 @@ TEST_F(MemoryMonitorTest, IntervalZeroTurnsTheMonitorOff) {
   EXPECT_EQ(CountLines(attempts_), 1);
 }
 
+// Makes the actor grow towards 4 GiB; returns the ActorDiedError's message ("" if Grow
+// returned, which fails the test).
+std::string GrowUntilEnded(raio::ActorHandle<Hoarder>& hoarder) {
+  try {
+    hoarder.Task(&Hoarder::Grow).Remote(4096, 64, 20).Get();
+    ADD_FAILURE() << "Grow returned although the actor should have been ended";
+  } catch (const raio::ActorDiedError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST_F(MemoryMonitorTest, ActorEndedByTheMonitorDiesWithTheFiguresAsCause) {
   StartCluster(SystemUsedBytes() + (1ull << 30));
   auto hoarder = raio::Actor(Hoarder::Create).SetMaxRestarts(0).Remote();
-  auto ref = hoarder.Task(&Hoarder::Grow).Remote(4096, 64, 20);
-  std::string message;
-  try {
-    ref.Get();
-    FAIL() << "Grow returned although the actor should have been ended";
-  } catch (const raio::ActorDiedError& e) {
-    message = e.what();
-  }
+  std::string message = GrowUntilEnded(hoarder);
   EXPECT_NE(message.find("memory monitor of node"), std::string::npos) << message;
   EXPECT_NE(message.find("resident"), std::string::npos) << message;
   EXPECT_EQ(raio::Task(raio_test::Add).Remote(1, 1).Get(), 2);
@@ -203,14 +208,7 @@ TEST_F(MemoryMonitorTest, ActorEndedByTheMonitorDiesWithTheFiguresAsCause) {
 TEST_F(MemoryMonitorTest, RestartedActorsLostCallNamesTheMonitor) {
   StartCluster(SystemUsedBytes() + (1ull << 30));
   auto hoarder = raio::Actor(Hoarder::Create).SetMaxRestarts(1).Remote();
-  auto ref = hoarder.Task(&Hoarder::Grow).Remote(4096, 64, 20);
-  std::string message;
-  try {
-    ref.Get();
-    FAIL() << "Grow returned although the actor should have been ended";
-  } catch (const raio::ActorDiedError& e) {
-    message = e.what();
-  }
+  std::string message = GrowUntilEnded(hoarder);
   EXPECT_NE(message.find("was restarted"), std::string::npos) << message;
   EXPECT_NE(message.find("memory monitor of node"), std::string::npos) << message;
   // The restarted actor answers.

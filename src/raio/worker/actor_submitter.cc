@@ -97,11 +97,7 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
     actor.max_task_retries = info.max_task_retries();
     actor.state = Actor::State::kAlive;
     for (auto& call : actor.lost) {
-      Fail(call, absl::StrCat("actor ", id.Hex(), " died while running ",
-                              call->request.method_name(), info.restart_cause().empty() ? "" : " (",
-                              info.restart_cause(), info.restart_cause().empty() ? "" : ")",
-                              " and was restarted; the call was not retried (see "
-                              "SetMaxTaskRetries)"));
+      Fail(call, LostInRestart(id, *call, info.restart_cause()));
     }
     actor.lost.clear();
     Flush(actor);
@@ -193,10 +189,7 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
     // The next incarnation is up already (the node answered before this process's calls
     // failed, e.g. after Kill): fail the lost calls now and send the retried ones.
     for (auto& call : actor.lost) {
-      Fail(call,
-           absl::StrCat("actor ", id.Hex(), " died while running ", call->request.method_name(),
-                        " and was restarted; the call was not retried (see "
-                        "SetMaxTaskRetries)"));
+      Fail(call, LostInRestart(id, *call, ""));
     }
     actor.lost.clear();
     Flush(actor);
@@ -220,6 +213,13 @@ void ActorSubmitter::OnKilled(const ActorId& id) {
   actor.state = Actor::State::kResolving;
   actor.conn.reset();
   if (!actor.waiting) WaitForActor(actor, actor.incarnation + 1);
+}
+
+std::string ActorSubmitter::LostInRestart(const ActorId& id, const Call& call,
+                                          const std::string& cause) {
+  return absl::StrCat("actor ", id.Hex(), " died while running ", call.request.method_name(),
+                      cause.empty() ? "" : " (", cause, cause.empty() ? "" : ")",
+                      " and was restarted; the call was not retried (see SetMaxTaskRetries)");
 }
 
 void ActorSubmitter::Fail(const std::shared_ptr<Call>& call, const std::string& message,

@@ -60,6 +60,9 @@ class ActorSubmitter {
     uint64_t next_sequence = 1;
   };
 
+  // The error of a call lost with its actor's process and not retried; `cause` is why the
+  // process died, when known.
+  static std::string LostInRestart(const ActorId& id, const Call& call, const std::string& cause);
   void WaitForActor(Actor& actor, uint32_t min_incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnActorInfo(const ActorId& id, const absl::StatusOr<std::string_view>& reply);
   void Flush(Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
