@@ -433,6 +433,17 @@ int Status(const std::string& address_flag, bool json) {
     std::cout << "Actors: " << actors.actors_size();
     for (const auto& [state, n] : by_state) std::cout << "  " << state << "=" << n;
     std::cout << "\n";
+    int waiting = 0;
+    for (const auto& a : actors.actors()) waiting += a.waiting_for_resources() ? 1 : 0;
+    std::cout << "Pending actors: " << waiting << "\n";
+    for (const auto& a : actors.actors()) {
+      if (!a.waiting_for_resources()) continue;
+      std::cout << "  waiting for resources: job " << a.job_id() << " actor " << a.class_name()
+                << (a.name().empty() ? "" : " '" + a.name() + "'") << " "
+                << raio::ActorId::FromBinary(a.actor_id()).Hex() << " ("
+                << ActorStateName(a.state()) << ") demand " << FormatDemand(a.resources())
+                << "\n";
+    }
     if (actors.actors_size() > 0) PrintActors(actors);
   }
   std::cout << "Jobs:\n";

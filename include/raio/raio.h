@@ -14,6 +14,7 @@
 // Thread-safety: every function here may be called from any thread after Init.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -120,6 +121,19 @@ void Cancel(const ObjectRef<T>& ref, bool force = false) {
   internal::CancelTask(ref.ID(), force);
 }
 
+// Returns the value of `ref`; blocks until it is ready. Same as ref.Get() (see
+// ObjectRef::Get for the errors), as Ray's ray::Get(object_ref).
+template <typename T>
+T Get(const ObjectRef<T>& ref) {
+  return ref.Get();
+}
+
+// As Get(ref), but throws GetTimeoutError when the object is not ready within `timeout`.
+template <typename T, typename Rep, typename Period>
+T Get(const ObjectRef<T>& ref, std::chrono::duration<Rep, Period> timeout) {
+  return ref.Get(timeout);
+}
+
 // Returns the values of all `refs`, in order; blocks until all are ready. Throws the
 // first error met (in order), as ObjectRef::Get.
 template <typename T>
@@ -127,6 +141,22 @@ std::vector<T> Get(const std::vector<ObjectRef<T>>& refs) {
   std::vector<T> out;
   out.reserve(refs.size());
   for (const auto& ref : refs) out.push_back(ref.Get());
+  return out;
+}
+
+// As Get(refs), with `timeout` for all of them together: GetTimeoutError when they are
+// not all ready within it.
+template <typename T, typename Rep, typename Period>
+std::vector<T> Get(const std::vector<ObjectRef<T>>& refs,
+                   std::chrono::duration<Rep, Period> timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<T> out;
+  out.reserve(refs.size());
+  for (const auto& ref : refs) {
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+        deadline - std::chrono::steady_clock::now());
+    out.push_back(ref.Get(std::max(left, std::chrono::microseconds(0))));
+  }
   return out;
 }
 

@@ -25,10 +25,50 @@
 namespace raio {
 namespace internal {
 
-// Picks one overload of `f` by its parameter types (RAIO_FUNC).
-template <typename... Args, typename R>
-constexpr auto Overload(R (*f)(Args...)) {
-  return f;
+// Picks one overload of `f` by its exact parameter types (RAIO_FUNC). The parameter pack
+// is fixed by the class, so that `F(int)` is not confused with `F(int, int)` (a function
+// template's explicit pack would only be a prefix of the deduced one).
+template <typename... Args>
+struct OverloadOf {
+  template <typename R>
+  static constexpr auto Pick(R (*f)(Args...)) {
+    return f;
+  }
+  template <typename R, typename C>
+  static constexpr auto Pick(R (C::*f)(Args...)) {
+    return f;
+  }
+  template <typename R, typename C>
+  static constexpr auto Pick(R (C::*f)(Args...) const) {
+    return f;
+  }
+};
+
+// Whether a remote function may take a parameter of type P: by value, by const reference
+// or by lvalue reference (the callee gets a deserialized copy it may modify; changes do not
+// reach the caller). Rvalue references, pointers and ObjectRef references are refused.
+template <typename P>
+constexpr bool IsSupportedParameter() {
+  return !std::is_rvalue_reference_v<P> && !std::is_pointer_v<std::remove_reference_t<P>>;
+}
+
+template <typename... P>
+constexpr void CheckParameters() {
+  static_assert((IsSupportedParameter<P>() && ...),
+                "raio: remote function and actor method parameters must be taken by value, "
+                "const T& or T& (the callee gets a deserialized copy); T&& and raw pointers "
+                "are not supported");
+}
+
+// Passes a decoded argument to a parameter of type P: moved for a by-value parameter,
+// as an lvalue for a reference parameter.
+template <typename P, typename V>
+decltype(auto) PassArg(V& value) {
+  if constexpr (std::is_lvalue_reference_v<P>) {
+    return static_cast<V&>(value);
+  } else {
+    return static_cast<V&&>(value);
+  }
 }
 
 using FunctionKey = void (*)();
@@ -53,11 +93,14 @@ EncodedValue Invoke(const void* key, const std::vector<ValueView>& args) {
   }
   using Tuple = std::tuple<std::decay_t<A>...>;
   Tuple values = UnpackArgs<Tuple>(args, std::index_sequence_for<A...>{});
+  auto call = [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
+    return fn(PassArg<A>(std::get<I>(values))...);
+  };
   if constexpr (std::is_void_v<R>) {
-    std::apply(fn, std::move(values));
+    call(std::index_sequence_for<A...>{});
     return EncodedValue{ValueFormat::kMsgpack, DType::kNone, PackNil()};
   } else {
-    return Encode(std::apply(fn, std::move(values)));
+    return Encode(call(std::index_sequence_for<A...>{}));
   }
 }
 
@@ -68,7 +111,9 @@ std::string FunctionNameFromMacroText(std::string_view text);
 std::vector<std::string> SplitMacroList(std::string_view text);
 
 using Invoker = EncodedValue (*)(const void* key, const std::vector<ValueView>& args);
-void RegisterFunctionWithInvoker(const std::string& name, const void* key, Invoker invoker);
+// `site` is "file:line" of the RAIO_REMOTE that registers it.
+void RegisterFunctionWithInvoker(const std::string& name, const void* key, Invoker invoker,
+                                 const std::string& site);
 
 // --- actors: factories and methods ---
 
@@ -102,11 +147,14 @@ ActorInstance InvokeFactory(const void* key, const std::vector<ValueView>& args)
   }
   using Tuple = std::tuple<std::decay_t<A>...>;
   Tuple values = UnpackArgs<Tuple>(args, std::index_sequence_for<A...>{});
+  auto call = [&]<std::size_t... I>(std::index_sequence<I...>) -> R {
+    return fn(PassArg<A>(std::get<I>(values))...);
+  };
   C* instance = nullptr;
   if constexpr (std::is_pointer_v<R>) {
-    instance = std::apply(fn, std::move(values));
+    instance = call(std::index_sequence_for<A...>{});
   } else {
-    instance = std::apply(fn, std::move(values)).release();
+    instance = call(std::index_sequence_for<A...>{}).release();
   }
   if (instance == nullptr) throw std::runtime_error("the actor factory returned null");
   return ActorInstance{instance, [](void* p) { delete static_cast<C*>(p); }};
@@ -122,12 +170,14 @@ EncodedValue InvokeMethod(void* instance, const void* key, const std::vector<Val
   using Tuple = std::tuple<std::decay_t<A>...>;
   Tuple values = UnpackArgs<Tuple>(args, std::index_sequence_for<A...>{});
   C* self = static_cast<C*>(instance);
-  auto call = [&](auto&&... a) -> decltype(auto) { return (self->*method)(std::move(a)...); };
+  auto call = [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
+    return (self->*method)(PassArg<A>(std::get<I>(values))...);
+  };
   if constexpr (std::is_void_v<R>) {
-    std::apply(call, std::move(values));
+    call(std::index_sequence_for<A...>{});
     return EncodedValue{ValueFormat::kMsgpack, DType::kNone, PackNil()};
   } else {
-    return Encode(std::apply(call, std::move(values)));
+    return Encode(call(std::index_sequence_for<A...>{}));
   }
 }
 
@@ -139,41 +189,47 @@ std::vector<std::pair<M, std::string>>& MethodTable() {
 }
 
 void RegisterFactoryWithInvoker(const std::string& name, const void* key,
-                                const std::string& class_name, FactoryInvoker invoker);
-void RegisterMethodWithInvoker(const std::string& name, const void* key, MethodInvoker invoker);
+                                const std::string& class_name, FactoryInvoker invoker,
+                                const std::string& site);
+void RegisterMethodWithInvoker(const std::string& name, const void* key, MethodInvoker invoker,
+                               const std::string& site);
 
 template <typename M, typename R, typename C, typename... A>
-void RegisterMethod(const std::string& name, M method) {
+void RegisterMethod(const std::string& name, M method, const std::string& site) {
+  CheckParameters<A...>();
   auto* stored = new M(method);  // stable key for the invoker; lives for the process
   MethodTable<M>().emplace_back(method, name);
-  RegisterMethodWithInvoker(name, stored, &InvokeMethod<M, R, C, A...>);
+  RegisterMethodWithInvoker(name, stored, &InvokeMethod<M, R, C, A...>, site);
 }
 
 template <typename R, typename C, typename... A>
-void RegisterOne(const std::string& name, R (C::*method)(A...)) {
-  RegisterMethod<R (C::*)(A...), R, C, A...>(name, method);
+void RegisterOne(const std::string& name, const std::string& site, R (C::*method)(A...)) {
+  RegisterMethod<R (C::*)(A...), R, C, A...>(name, method, site);
 }
 template <typename R, typename C, typename... A>
-void RegisterOne(const std::string& name, R (C::*method)(A...) const) {
-  RegisterMethod<R (C::*)(A...) const, R, C, A...>(name, method);
+void RegisterOne(const std::string& name, const std::string& site, R (C::*method)(A...) const) {
+  RegisterMethod<R (C::*)(A...) const, R, C, A...>(name, method, site);
 }
 
 template <typename R, typename... A>
-void RegisterOne(const std::string& name, R (*fn)(A...)) {
+void RegisterOne(const std::string& name, const std::string& site, R (*fn)(A...)) {
+  CheckParameters<A...>();
   if constexpr (FactoryTraits<R>::value) {
     RegisterFactoryWithInvoker(name, reinterpret_cast<const void*>(KeyOf(fn)),
                                DemangledTypeName(typeid(typename FactoryTraits<R>::Class)),
-                               &InvokeFactory<R, A...>);
+                               &InvokeFactory<R, A...>, site);
   } else {
-    RegisterFunctionWithInvoker(name, reinterpret_cast<const void*>(KeyOf(fn)), &Invoke<R, A...>);
+    RegisterFunctionWithInvoker(name, reinterpret_cast<const void*>(KeyOf(fn)), &Invoke<R, A...>,
+                                site);
   }
 }
 
 template <typename... Fs>
-bool RegisterAll(const char* macro_text, Fs... fns) {
+bool RegisterAll(const char* file, int line, const char* macro_text, Fs... fns) {
   std::vector<std::string> names = SplitMacroList(macro_text);
+  const std::string site = std::string(file) + ":" + std::to_string(line);
   std::size_t i = 0;
-  (RegisterOne(FunctionNameFromMacroText(names[i++]), fns), ...);
+  (RegisterOne(FunctionNameFromMacroText(names[i++]), site, fns), ...);
   return true;
 }
 
@@ -184,9 +240,11 @@ bool RegisterAll(const char* macro_text, Fs... fns) {
 #define RAIO_INTERNAL_CONCAT(a, b) RAIO_INTERNAL_CONCAT2(a, b)
 
 // Selects one overload of a function by its parameter types: RAIO_FUNC(Scale, int).
-#define RAIO_FUNC(f, ...) ::raio::internal::Overload<__VA_ARGS__>(f)
+// RAIO_FUNC(Create) picks the overload without parameters. Works for static and member
+// functions: RAIO_FUNC(&Counter::Add, int).
+#define RAIO_FUNC(f, ...) ::raio::internal::OverloadOf<__VA_ARGS__>::Pick(f)
 
 // Registers free functions as remote functions (see the file comment).
 #define RAIO_REMOTE(...)                                                         \
   static const bool RAIO_INTERNAL_CONCAT(raio_remote_registered_, __COUNTER__) = \
-      ::raio::internal::RegisterAll(#__VA_ARGS__, __VA_ARGS__)
+      ::raio::internal::RegisterAll(__FILE__, __LINE__, #__VA_ARGS__, __VA_ARGS__)

@@ -463,7 +463,7 @@ TEST_F(BadInputTest, NegativeGetTimeoutIsRefused) {
 int main(int argc, char** argv) {
   if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
   ::setenv("RAIO_MAX_REQUEST_BYTES", std::to_string(kMaxRequestBytes).c_str(), 1);
-  raio::internal::RegisterOne("DriverOnly", &DriverOnly);
+  raio::internal::RegisterOne("DriverOnly", "driver-only", &DriverOnly);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

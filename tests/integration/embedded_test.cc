@@ -29,16 +29,6 @@ int DriverOnly(int x) { return x; }
 // Not registered at all.
 int NotRegistered(int x) { return x; }
 
-// The same name registered twice from two namespaces.
-namespace first {
-int Twin(int x) { return x + 1; }
-RAIO_REMOTE(Twin);
-}  // namespace first
-namespace second {
-int Twin(int x) { return x + 2; }
-RAIO_REMOTE(Twin);
-}  // namespace second
-
 int ExitWith(int code) { ::_exit(code); }
 int Aborts(int) { std::abort(); }
 // Appends a line to `path` (one per run), then aborts.
@@ -277,16 +267,6 @@ TEST_F(EmbeddedTest, CancelDropsQueuedTasksAndEndsRunningOnes) {
   EXPECT_EQ(raio::Task(Add).Remote(2, 2).Get(), 4);
 }
 
-TEST_F(EmbeddedTest, DuplicateNamesAreRefusedClearly) {
-  EXPECT_EQ(raio::Task(first::Twin).Remote(1).Get(), 2);
-  try {
-    raio::Task(second::Twin).Remote(1);
-    FAIL() << "expected InvalidUsageError";
-  } catch (const raio::InvalidUsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("two remote functions"), std::string::npos) << e.what();
-  }
-}
-
 TEST_F(EmbeddedTest, InitOrShutdownInsideATaskIsATaskError) {
   // Shutdown first: it must not break the worker for the Init that may follow on it.
   for (auto fn : {CallsShutdown, CallsInit}) {
@@ -483,7 +463,7 @@ int HoldEmbeddedCluster() {
 int main(int argc, char** argv) {
   if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
   if (std::getenv("RAIO_TEST_HOLD_EMBEDDED") != nullptr) return HoldEmbeddedCluster();
-  raio::internal::RegisterOne("DriverOnly", &DriverOnly);
+  raio::internal::RegisterOne("DriverOnly", "driver-only", &DriverOnly);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -205,6 +205,19 @@ TEST_F(StandaloneTest, ObjectsAreListedAndFreedWhenTheirOwnerDies) {
   EXPECT_TRUE(WaitFor([&] { return list_json()["objects"].empty(); }, 10s)) << list_json().dump();
 }
 
+TEST_F(StandaloneTest, ActorWaitingForResourcesIsShownWithItsDemand) {
+  auto r = RunCommand(Driver("pending_actor"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The timed-out Get says what the call waits for, not that a task keeps running.
+  EXPECT_NE(r.output.find("waiting for resources (it demands {slot: 1})"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("keeps running"), std::string::npos) << r.output;
+  // raio status lists the pending actor with its demand.
+  EXPECT_NE(r.output.find("Pending actors: 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("actor raio_test::Accumulator"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(PENDING) demand {slot: 1}"), std::string::npos) << r.output;
+}
+
 TEST_F(StandaloneTest, DetachedActorsOutliveTheirJobAndShowInListings) {
   auto r = RunCommand(Driver("detached_create"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -462,6 +475,26 @@ int ScenarioHoldSlot() {
   return 0;
 }
 
+// Two actors that each need the cluster's only slot: the second waits for it, and both
+// `raio status` and a timed-out Get of its call say so, with the demand.
+int ScenarioPendingActor() {
+  raio::Init();
+  auto holder = raio::Actor(Accumulator::Create).SetResources({{"slot", 1}}).Remote(0);
+  if (holder.Task(&Accumulator::Add).Remote(1).Get() != 1) return 1;
+  auto waiting = raio::Actor(Accumulator::Create).SetResources({{"slot", 1}}).Remote(0);
+  auto call = waiting.Task(&Accumulator::Add).Remote(1);
+  try {
+    call.Get(300ms);
+    return 2;
+  } catch (const raio::GetTimeoutError& e) {
+    std::cout << "get: " << e.what() << std::endl;
+  }
+  std::cout << "status: " << RunCommand(std::string(RAIO_CLI_PATH) + " status").output
+            << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -476,6 +509,7 @@ int main(int argc, char** argv) {
       if (s == "hold_object") return ScenarioHoldObject();
       if (s == "detached_create") return ScenarioDetachedCreate();
       if (s == "detached_use") return ScenarioDetachedUse();
+      if (s == "pending_actor") return ScenarioPendingActor();
       std::cerr << "unknown scenario " << s << "\n";
       return 64;
     } catch (const std::exception& e) {

@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "raio/api/local_cluster.h"
 #include "raio/common/config.h"
 #include "raio/common/event_loop.h"
@@ -24,6 +25,7 @@
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
 #include "raio/worker/core_worker.h"
+#include "raio/worker/function_registry.h"
 #include "raio/worker/task_executor.h"
 
 namespace raio {
@@ -265,6 +267,9 @@ bool IsWorkerProcess() {
 }  // namespace
 
 void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
+  if (std::vector<std::string> conflicts = worker::RegistrationConflicts(); !conflicts.empty()) {
+    throw InvalidUsageError(absl::StrCat("raio::Init: ", absl::StrJoin(conflicts, "; ")));
+  }
   if (IsWorkerProcess()) {
     {
       std::lock_guard<std::mutex> lock(g_mu);

@@ -52,6 +52,18 @@ inline constexpr std::chrono::microseconds kReplyCoalesceLimit{50};
 inline constexpr int kMaxActorConcurrency = 1000;
 // How often the node reaps exited worker processes.
 inline constexpr std::chrono::milliseconds kWorkerReapInterval{100};
+// After this many worker processes of one job in a row die while starting (before they
+// register), the node fails the job's waiting tasks and actor creations with the last
+// one's exit status and stderr, instead of starting more [RAIO_MAX_WORKER_START_FAILURES].
+inline constexpr int kDefaultMaxWorkerStartFailures = 3;
+inline int MaxWorkerStartFailures() {
+  static const int value = [] {
+    const char* env = std::getenv("RAIO_MAX_WORKER_START_FAILURES");
+    int v = env != nullptr ? std::atoi(env) : 0;
+    return v > 0 ? v : kDefaultMaxWorkerStartFailures;
+  }();
+  return value;
+}
 // A worker that has not registered this long after its start is killed.
 inline constexpr std::chrono::milliseconds kWorkerStartTimeout{30000};
 // Values of at least this many bytes go to the node's shared-memory object store;

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,8 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <cstring>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "raio/common/logging.h"
 
 namespace raio {
@@ -221,6 +224,17 @@ void RemoveTree(const std::string& path) {
   if (path.empty()) return;
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
+}
+
+std::string DescribeExit(pid_t pid, int wait_status) {
+  if (WIFSIGNALED(wait_status)) {
+    int sig = WTERMSIG(wait_status);
+    const char* abbrev = ::sigabbrev_np(sig);
+    return absl::StrCat("pid ", pid, " was killed by signal ", sig, " (",
+                        abbrev ? absl::StrCat("SIG", abbrev, ": ") : "", ::strsignal(sig), ")",
+                        WCOREDUMP(wait_status) ? ", core dumped" : "");
+  }
+  return absl::StrCat("pid ", pid, " exited with code ", WEXITSTATUS(wait_status));
 }
 
 }  // namespace raio

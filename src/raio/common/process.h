@@ -20,6 +20,9 @@ int DetectCpuCount();
 int64_t DetectMemoryBytes();
 // Demangled form of a typeid name; the input itself when demangling fails.
 std::string Demangle(const char* mangled);
+// How a reaped child ended, from its waitpid status: "pid 12 exited with code 3", "pid 12
+// was killed by signal 6 (SIGABRT: Aborted)[, core dumped]".
+std::string DescribeExit(pid_t pid, int wait_status);
 // Makes a fresh private directory under $TMPDIR (or /tmp, also when $TMPDIR is longer
 // than 48 bytes, so that Unix socket paths inside fit) named raio-<prefix>-XXXXXX,
 // mode 0700. Returns "" on failure.

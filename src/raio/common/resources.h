@@ -16,6 +16,9 @@ namespace raio {
 class ResourceSet {
  public:
   static constexpr int64_t kScale = 10000;
+  // Largest amount of one resource (1e14: a hundred TB of memory in bytes), so that sums of
+  // fixed-point amounts cannot overflow.
+  static constexpr double kMaxAmount = 1e14;
 
   ResourceSet() = default;
   // Validates and converts: every amount must be finite and >= 0; zero entries are

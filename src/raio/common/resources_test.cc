@@ -44,6 +44,11 @@ TEST(ResourceSetTest, FromMapRejectsInfinity) {
 
 TEST(ResourceSetTest, FromMapRejectsEmptyName) { ExpectRejected({{"", 1}}, "name"); }
 
+TEST(ResourceSetTest, TooLargeAmountErrorNamesTheLimit) {
+  ExpectRejected({{"memory", 2e14}}, "the limit is 1e14");
+  EXPECT_TRUE(ResourceSet::FromMap({{"memory", 1e14}}).ok());
+}
+
 TEST(ResourceSetTest, FromMapRejectsAmountBelowResolution) {
   ExpectRejected({{"CPU", 0.00001}}, "resolution");
 }

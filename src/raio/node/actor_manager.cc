@@ -26,6 +26,9 @@ proto::ActorInfo ActorManager::Info(const Record& r) const {
   info.set_num_restarts(r.num_restarts);
   info.set_death_cause(r.death_cause);
   info.set_restart_cause(r.restart_cause);
+  *info.mutable_resources() = r.spec.resources();
+  info.set_waiting_for_resources(
+      (r.state == proto::ACTOR_PENDING || r.state == proto::ACTOR_RESTARTING) && !r.allocation);
   info.set_node_id(node_id_);
   info.set_job_id(r.job);
   info.set_pid(r.pid);
@@ -153,7 +156,8 @@ void ActorManager::Schedule(std::map<JobId, int>* workers_needed) {
       Bury(r, "its job's executable is no longer known to the node", false);
       continue;
     }
-    WorkerProcess* worker = pool_.PopIdle(r.job);
+    // A fresh worker only: one that ran tasks may own objects, which its Kill would lose.
+    WorkerProcess* worker = pool_.PopIdle(r.job, /*for_actor=*/true);
     if (worker == nullptr) {
       ++(*workers_needed)[r.job];
       continue;
@@ -258,6 +262,16 @@ bool ActorManager::OnWorkerGone(const WorkerId& worker, const std::string& reaso
     return true;
   }
   return false;
+}
+
+void ActorManager::FailPendingStarts(JobId job, const std::string& why) {
+  for (auto& [id, r] : actors_) {
+    if (r.job != job || r.state == proto::ACTOR_DEAD || r.state == proto::ACTOR_ALIVE ||
+        !r.worker.IsNil() || !r.allocation) {
+      continue;
+    }
+    Bury(r, absl::StrCat("no worker process could be started for it: ", why), false);
+  }
 }
 
 std::set<WorkerId> ActorManager::OnJobEnded(JobId job, bool* keep_job) {

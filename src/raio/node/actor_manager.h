@@ -38,6 +38,9 @@ class ActorManager {
   // `reason` says why when the node ended it (e.g. the memory monitor, with its figures);
   // empty for a crash or an exit. It becomes the death cause when the actor is buried.
   bool OnWorkerGone(const WorkerId& worker, const std::string& reason = "");
+  // The job's worker processes keep dying while starting: its actors waiting for a
+  // process (to start or restart) die with `why`.
+  void FailPendingStarts(JobId job, const std::string& why);
   // The job ended: its actors die, except detached ones. Returns the workers to keep;
   // `keep_job` says whether the job's executable is still needed (for restarts).
   std::set<WorkerId> OnJobEnded(JobId job, bool* keep_job);

@@ -33,7 +33,7 @@ NodeManager::NodeManager(Options options)
       id_(RandomId<NodeId>()),
       socket_path_(options_.session_dir + "/node.sock"),
       resources_(options_.total),
-      pool_(options_.session_dir, socket_path_),
+      pool_(loop_.io(), options_.session_dir, socket_path_),
       actors_(resources_, pool_, id_.Hex(), [this] { return ClusterDescription(); }) {
   has_gpus_ = resources_.num_gpus() > 0;
 }
@@ -113,8 +113,12 @@ void NodeManager::ArmReapTimer() {
 }
 
 void NodeManager::ReapWorkers() {
-  for (const auto& id : pool_.Reap()) OnWorkerGone(id);
+  std::vector<WorkerId> gone = pool_.Reap();
+  // How each reaped process ended, first: an actor buried or restarted below names it.
+  std::map<WorkerId, std::string> how;
   for (const auto& exit : pool_.TakeExits()) {
+    std::string message = DescribeExit(exit.pid, exit.status);
+    how[exit.worker] = message;
     if (failure_causes_.count(exit.worker)) continue;  // e.g. the memory monitor's
     proto::WorkerFailureCause cause;
     cause.set_kind(proto::WorkerFailureCause::CRASHED);
@@ -124,20 +128,38 @@ void NodeManager::ReapWorkers() {
       cause.set_running_task_id(*exit.running_task);
     }
     if (WIFSIGNALED(exit.status)) {
-      int sig = WTERMSIG(exit.status);
-      const char* abbrev = ::sigabbrev_np(sig);
-      cause.set_signal(sig);
-      cause.set_message(absl::StrCat("pid ", exit.pid, " was killed by signal ", sig, " (",
-                                     abbrev ? absl::StrCat("SIG", abbrev, ": ") : "",
-                                     ::strsignal(sig), ")",
-                                     WCOREDUMP(exit.status) ? ", core dumped" : ""));
+      cause.set_signal(WTERMSIG(exit.status));
     } else {
       cause.set_exit_code(WEXITSTATUS(exit.status));
-      cause.set_message(
-          absl::StrCat("pid ", exit.pid, " exited with code ", WEXITSTATUS(exit.status)));
     }
+    cause.set_message(std::move(message));
     RememberFailureCause(exit.worker, std::move(cause));
   }
+  for (const auto& id : gone) {
+    auto it = how.find(id);
+    OnWorkerGone(id, it == how.end() ? "" : it->second);
+  }
+  for (auto& [job, why] : pool_.TakeStartFailures(config::MaxWorkerStartFailures())) {
+    FailWorkerStarts(job, why);
+  }
+}
+
+void NodeManager::FailWorkerStarts(JobId job, const std::string& why) {
+  RAIO_LOG_ERROR("{}", why);
+  proto::RequestWorkerLeaseReply reply;
+  reply.set_result(proto::RequestWorkerLeaseReply::WORKER_START_FAILED);
+  reply.set_message(why);
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto lit = leases_.find(*it);
+    if (lit == leases_.end() || lit->second.job != job) {
+      ++it;
+      continue;
+    }
+    lit->second.owner->Reply(lit->second.request, reply);
+    ReleaseLease(lit);
+    it = pending_.erase(it);
+  }
+  actors_.FailPendingStarts(job, why);
 }
 
 void NodeManager::AnswerFailureCause(const ConnPtr& conn, const rpc::FrameHeader& h,
@@ -466,6 +488,7 @@ void NodeManager::Grant(Lease& lease, WorkerProcess& worker) {
   reply.set_worker_id(worker.id.Binary());
   reply.set_worker_socket_path(worker.socket_path);
   for (int gpu : lease.allocation->GpuIds()) reply.add_gpu_ids(gpu);
+  reply.set_saturated(!resources_.available().Contains(lease.demand));
   lease.owner->Reply(lease.request, reply);
 }
 
@@ -562,8 +585,26 @@ void NodeManager::OnClose(const ConnPtr& conn) {
     if (WorkerProcess* p = pool_.Find(w)) p->lease = LeaseId();
     pool_.Kill(w);
   }
-  if (peer.kind == Peer::Kind::kWorker) OnWorkerGone(peer.worker);
+  if (peer.kind == Peer::Kind::kWorker) OnWorkerDisconnected(peer.worker, config::kWorkerExitPolls);
   ScheduleLeases();
+}
+
+void NodeManager::OnWorkerDisconnected(const WorkerId& id, int tries_left) {
+  // Its connection closes as the process exits, just before the exit can be reaped: wait
+  // for it briefly, so that its actor's death or restart cause says how it ended.
+  ReapWorkers();
+  WorkerProcess* w = pool_.Find(id);
+  if (w == nullptr) return;  // reaped (and handled) or killed meanwhile
+  if (tries_left <= 0 || w->pid <= 0) {
+    OnWorkerGone(id);
+    return;
+  }
+  auto timer = std::make_shared<boost::asio::steady_timer>(loop_.io());
+  timer->expires_after(config::kWorkerExitPollInterval);
+  timer->async_wait([this, timer, id, tries_left](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    OnWorkerDisconnected(id, tries_left - 1);
+  });
 }
 
 proto::NodeStats NodeManager::BuildStats() const {

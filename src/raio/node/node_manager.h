@@ -103,7 +103,13 @@ class NodeManager {
   // Ends worker `id` (if still known) and frees what it held. `reason` (empty: a crash,
   // an exit or a kill by its owner) becomes an actor's death cause.
   void OnWorkerGone(const WorkerId& id, const std::string& reason = "");
+  // A worker's connection closed: once its exit is reaped (waiting up to `tries_left`
+  // polls), it is gone with how it ended as the reason.
+  void OnWorkerDisconnected(const WorkerId& id, int tries_left);
   void OnJobEnded(JobId job);
+  // The job's workers keep dying while starting (`why` says how): its waiting leases fail
+  // with WORKER_START_FAILED and its actors waiting for a process die with `why`.
+  void FailWorkerStarts(JobId job, const std::string& why);
   void ArmReapTimer();
   // Reaps exited workers: ends their leases and actors, and records how each exited.
   void ReapWorkers();

@@ -67,7 +67,17 @@ bool ObjectStoreService::Handle(const std::shared_ptr<rpc::Connection>& conn, Cl
     case proto::PIN_OBJECT: {
       proto::ObjectIdRequest req;
       if (!parse(req)) return true;
-      reply_location(store_->Pin(ObjectId::FromBinary(req.object_id()), client));
+      ObjectId id = ObjectId::FromBinary(req.object_id());
+      auto loc = store_->Pin(id, client);
+      if (!loc.ok() && loc.status().code() == absl::StatusCode::kNotFound) {
+        if (auto dead = dead_owner_of_.find(id); dead != dead_owner_of_.end()) {
+          conn->ReplyError(h, absl::AbortedError(absl::StrCat(
+                                  "object ", id.Hex(), " was deleted when its owner, worker ",
+                                  dead->second.Hex(), ", died")));
+          return true;
+        }
+      }
+      reply_location(loc);
       return true;
     }
     case proto::UNPIN_OBJECT: {
@@ -110,6 +120,12 @@ void ObjectStoreService::OnPeerGone(ClientId client, const WorkerId& owner) {
   for (const auto& id : ids) {
     store_->Delete(id);
     owner_of_.erase(id);
+    // Remembered (boundedly), so that a later reader learns the owner died.
+    if (dead_owner_of_.emplace(id, owner).second) dead_order_.push_back(id);
+    if (dead_order_.size() > kMaxRememberedDeadOwnerObjects) {
+      dead_owner_of_.erase(dead_order_.front());
+      dead_order_.pop_front();
+    }
   }
 }
 

@@ -1,10 +1,12 @@
 // ObjectStoreService: the node daemon's RPC face of its shared-memory ObjectStore.
 // Serves CREATE/SEAL/PIN/UNPIN/DELETE/LIST_OBJECTS from local drivers and workers,
 // tracks which worker owns each object, and cleans up after peers that go away: their
-// pins and unsealed objects, and every object owned by a departed owner.
+// pins and unsealed objects, and every object owned by a departed owner (remembering, for
+// a while, whose death deleted it: PIN_OBJECT then fails with ABORTED naming that owner).
 // Threading: not thread-safe; lives on the node daemon's loop.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -45,6 +47,12 @@ class ObjectStoreService {
   std::unique_ptr<ObjectStore> store_;
   std::map<WorkerId, std::set<ObjectId>> owned_;
   std::map<ObjectId, WorkerId> owner_of_;
+  // Objects deleted because their owner died, with that owner, the latest
+  // kMaxRememberedDeadOwnerObjects of them: PIN_OBJECT of one fails with ABORTED naming the
+  // owner (readers report OwnerDiedError), instead of NOT_FOUND.
+  static constexpr std::size_t kMaxRememberedDeadOwnerObjects = 1 << 16;
+  std::map<ObjectId, WorkerId> dead_owner_of_;
+  std::deque<ObjectId> dead_order_;
 };
 
 }  // namespace raio::node

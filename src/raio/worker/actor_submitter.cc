@@ -230,6 +230,39 @@ void ActorSubmitter::Fail(const std::shared_ptr<Call>& call, const std::string& 
                       MakeError(type, message, call->request.method_name()));
 }
 
+void ActorSubmitter::NoteCreated(const ActorId& actor, std::string demand) {
+  demands_[actor] = std::move(demand);
+}
+
+std::string ActorSubmitter::DescribePending(const ObjectId& id) const {
+  for (const auto& [actor_id, actor] : actors_) {
+    const Call* found = nullptr;
+    bool sent = false;
+    for (const auto& call : actor.queue) {
+      if (call->return_id == id) found = call.get();
+    }
+    for (const auto& [seq, call] : actor.in_flight) {
+      if (call->return_id == id) found = call.get(), sent = true;
+    }
+    for (const auto& call : actor.lost) {
+      if (call->return_id == id) found = call.get();
+    }
+    if (found == nullptr) continue;
+    const std::string& method = found->request.method_name();
+    if (sent) return absl::StrCat("actor call ", method, " is running and keeps running");
+    if (actor.state == Actor::State::kAlive) {
+      return absl::StrCat("actor call ", method, " is about to be sent to its actor");
+    }
+    auto demand = demands_.find(actor_id);
+    return absl::StrCat(
+        "actor call ", method, " waits for actor ", actor_id.Hex(),
+        ", which is not alive: it is pending creation or a restart, waiting for resources",
+        demand == demands_.end() ? "" : absl::StrCat(" (it demands ", demand->second, ")"),
+        " or for its worker process to start; `raio status` shows pending actors");
+  }
+  return "";
+}
+
 void ActorSubmitter::Shutdown() {
   shut_down_ = true;
   for (auto& [id, actor] : actors_) {

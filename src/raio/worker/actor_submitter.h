@@ -32,6 +32,11 @@ class ActorSubmitter {
   void Submit(const ActorId& actor, proto::PushActorTaskRequest request, ObjectId return_id,
               std::vector<ObjectId> held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Shutdown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // This process created `actor` demanding `demand` (for DescribePending).
+  void NoteCreated(const ActorId& actor, std::string demand) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the actor call returning `id` is waiting for, for a Get that timed out ("" when
+  // it is not a pending call of this process's).
+  std::string DescribePending(const ObjectId& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The node has ended the actor's process (Kill): calls submitted from now on wait for
   // its next incarnation (or its death) instead of going to the dying process.
   void OnKilled(const ActorId& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -78,6 +83,8 @@ class ActorSubmitter {
   TaskSubmitter& tasks_;
   ObjectTable& objects_;
   std::map<ActorId, Actor> actors_ ABSL_GUARDED_BY(mu_);
+  // Resource demands of the actors this process created, as text.
+  std::map<ActorId, std::string> demands_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

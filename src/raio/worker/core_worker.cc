@@ -225,9 +225,15 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
       }
       if (WaitForCompletionLocked(spin_until, deadline, &blocked)) {
         if (blocked) NotifyBlocked(false);
+        std::string state = submitter_.DescribePending(id);
+        if (state.empty()) state = actor_submitter_.DescribePending(id);
+        if (state.empty()) {
+          state = e->borrowed ? absl::StrCat("its owner at ", e->owner_address,
+                                             " has not produced it yet")
+                              : "the task that makes it keeps running";
+        }
         throw GetTimeoutError(absl::StrCat("object ", id.Hex(), " was not ready within ",
-                                           timeout ? timeout->count() : 0,
-                                           " us; the task keeps running"));
+                                           timeout ? timeout->count() : 0, " us: ", state));
       }
     }
   }
@@ -237,6 +243,9 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
   if (!view.ok()) {
     if (view.status().code() == absl::StatusCode::kResourceExhausted) {
       throw ObjectStoreFullError(std::string(view.status().message()));
+    }
+    if (view.status().code() == absl::StatusCode::kAborted) {
+      throw OwnerDiedError(std::string(view.status().message()));
     }
     if (!owner_address.empty()) {
       throw OwnerDiedError(absl::StrCat("object ", id.Hex(), " is gone: its owner at ",

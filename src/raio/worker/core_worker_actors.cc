@@ -124,6 +124,10 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
         throw ClusterUnavailableError("cannot create the actor: " + message);
     }
   }
+  {
+    absl::MutexLock lock(&mu_);
+    actor_submitter_.NoteCreated(id, resources->ToString());
+  }
   return id;
 }
 

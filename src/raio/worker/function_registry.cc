@@ -1,6 +1,7 @@
 #include "raio/worker/function_registry.h"
 
 #include <map>
+#include <cstdio>
 #include <mutex>
 
 #include "raio/actor.h"
@@ -12,6 +13,9 @@ namespace raio::worker {
 namespace {
 struct Registry {
   std::mutex mu;
+  // Where each name was first registered ("file:line"), and the duplicates found.
+  std::map<std::string, std::string> where;
+  std::vector<std::string> conflicts;
   std::map<std::string, RegisteredFunction> by_name;
   std::map<const void*, std::string> by_key;
   std::map<std::string, RegisteredFactory> factories;
@@ -22,7 +26,28 @@ Registry& GetRegistry() {
   static Registry* r = new Registry();  // never destroyed: used during static init/exit
   return *r;
 }
+// Records that `name` (a function, factory or method: `kind`) is registered at `site`;
+// a second registration of the name is a conflict. Caller holds r.mu.
+void NoteSiteLocked(Registry& r, const std::string& kind, const std::string& name,
+                    const std::string& site) {
+  auto [it, fresh] = r.where.emplace(name, site);
+  if (fresh) return;
+  std::string message = "RAIO_REMOTE registers the " + kind + " name '" + name + "' twice (at " +
+                        it->second + " and at " + site +
+                        "); remote names must be unique in an executable: register each "
+                        "once, and give same-named functions of different namespaces their "
+                        "qualified names (RAIO_REMOTE(ns::F) at global scope)";
+  std::fprintf(stderr, "raio: %s\n", message.c_str());
+  r.conflicts.push_back(std::move(message));
+}
+
 }  // namespace
+
+std::vector<std::string> RegistrationConflicts() {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.conflicts;
+}
 
 const RegisteredFunction* FindFunctionByName(const std::string& name) {
   Registry& r = GetRegistry();
@@ -50,16 +75,20 @@ const RegisteredMethod* FindMethodByName(const std::string& name) {
 namespace raio::internal {
 
 void RegisterFactoryWithInvoker(const std::string& name, const void* key,
-                                const std::string& class_name, FactoryInvoker invoker) {
+                                const std::string& class_name, FactoryInvoker invoker,
+                                const std::string& site) {
   auto& r = worker::GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
+  worker::NoteSiteLocked(r, "actor factory", name, site);
   r.factory_by_key.emplace(key, name);
   r.factories.emplace(name, worker::RegisteredFactory{name, key, class_name, invoker});
 }
 
-void RegisterMethodWithInvoker(const std::string& name, const void* key, MethodInvoker invoker) {
+void RegisterMethodWithInvoker(const std::string& name, const void* key, MethodInvoker invoker,
+                               const std::string& site) {
   auto& r = worker::GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
+  worker::NoteSiteLocked(r, "actor method", name, site);
   r.methods.emplace(name, worker::RegisteredMethod{name, key, invoker});
 }
 
@@ -77,12 +106,14 @@ const std::string& ResolveFactoryName(const void* key) {
   return it->second;
 }
 
-void RegisterFunctionWithInvoker(const std::string& name, const void* key, Invoker invoker) {
+void RegisterFunctionWithInvoker(const std::string& name, const void* key, Invoker invoker,
+                                 const std::string& site) {
   auto& r = worker::GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
+  worker::NoteSiteLocked(r, "function", name, site);
   r.by_key.emplace(key, name);
-  // A second function under a taken name keeps the first; submitting the second is
-  // refused by ResolveFunctionName.
+  // A second function under a taken name keeps the first (raio::Init refuses to start,
+  // see RegistrationConflicts); submitting the second is refused by ResolveFunctionName.
   r.by_name.emplace(name, worker::RegisteredFunction{name, key, invoker});
 }
 
@@ -134,8 +165,10 @@ std::string FunctionNameFromMacroText(std::string_view text) {
   if (s.rfind(kFunc, 0) == 0 && s.back() == ')') {
     std::string inner = s.substr(kFunc.size(), s.size() - kFunc.size() - 1);
     auto comma = inner.find(',');
-    if (comma == std::string::npos) return inner + "()";
-    return inner.substr(0, comma) + "(" + inner.substr(comma + 1) + ")";
+    std::string fn = inner.substr(0, comma);
+    if (!fn.empty() && fn[0] == '&') fn.erase(0, 1);
+    if (comma == std::string::npos) return fn + "()";
+    return fn + "(" + inner.substr(comma + 1) + ")";
   }
   return s;
 }

@@ -35,6 +35,10 @@ struct RegisteredMethod {
   internal::MethodInvoker invoker = nullptr;
 };
 const RegisteredFactory* FindFactoryByName(const std::string& name);
+// Every name that RAIO_REMOTE registered twice in this executable, one message each
+// naming both sites (also printed to stderr when found); raio::Init refuses to start
+// while there is any.
+std::vector<std::string> RegistrationConflicts();
 const RegisteredMethod* FindMethodByName(const std::string& name);
 
 }  // namespace raio::worker

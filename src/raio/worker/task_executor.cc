@@ -190,7 +190,7 @@ void TaskExecutor::RunActorTask(const std::shared_ptr<rpc::Connection>& conn,
       [method, instance](const std::vector<internal::ValueView>& args) {
         return method->invoker(instance, method->key, args);
       },
-      ok, why);
+      ok, why, /*flush_reply=*/true);
 }
 
 void TaskExecutor::Stop() { loop_.Stop(); }
@@ -255,7 +255,7 @@ void TaskExecutor::SetVisibleDevices(const proto::PushTaskRequest& request) {
 
 void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                            const proto::PushTaskRequest& request, const Invoke& invoke, bool found,
-                           const std::string& not_found_message) {
+                           const std::string& not_found_message, bool flush_reply) {
   const proto::TaskSpec& spec = request.spec();
   proto::PushTaskReply reply;
   auto fail = [&](proto::ErrorType type, std::string type_name, std::string message) {
@@ -277,6 +277,7 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
       auto v = ResolveArg(a);
       if (!v.ok()) {
         fail(v.status().code() == absl::StatusCode::kResourceExhausted ? proto::OBJECT_STORE_FULL
+             : v.status().code() == absl::StatusCode::kAborted         ? proto::OWNER_DIED
                                                                        : proto::OBJECT_LOST,
              "",
              absl::StrCat("cannot read an argument of ", spec.function_name(), ": ",
@@ -336,7 +337,10 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
   reply.set_exec_duration_us(static_cast<uint64_t>(us.count()));
   // Tiny tasks' replies leave together after the batch of pushes that carried them; a
   // longer task's reply goes at once, so the calls queued behind it do not hold it back.
-  conn->Reply(h, reply, /*flush_now=*/us > config::kReplyCoalesceLimit);
+  // An actor call's reply always goes before the next call runs: a later call that ends
+  // the process must not take finished calls' results with it (they would fail, or run
+  // again after a restart: actor calls are at-most-once once they have completed).
+  conn->Reply(h, reply, /*flush_now=*/flush_reply || us > config::kReplyCoalesceLimit);
 }
 
 }  // namespace raio::worker

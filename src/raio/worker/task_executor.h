@@ -67,10 +67,11 @@ class TaskExecutor {
 
   void OnRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                  std::string_view body);
-  // Runs one call: resolves its arguments, invokes, stores the result, replies.
+  // Runs one call: resolves its arguments, invokes, stores the result, replies (at once
+  // when `flush_reply`, else coalesced with the batch when the call was quick).
   void Execute(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                const proto::PushTaskRequest& request, const Invoke& invoke, bool found,
-               const std::string& not_found_message);
+               const std::string& not_found_message, bool flush_reply = false);
   void CreateActorInstance(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                            proto::CreateActorInstanceRequest req);
   void RunActorTask(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,

@@ -42,7 +42,10 @@ TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv,
 TaskSubmitter::~TaskSubmitter() = default;
 
 void TaskSubmitter::Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& demand) {
-  std::string key = demand.Key();
+  // A scheduling class is a resource shape and a function (as Ray's): the pipeline depth
+  // follows the measured time of that function only, so a quick function's history never
+  // queues a slow one behind another.
+  std::string key = absl::StrCat(demand.Key(), "|", task->request.spec().function_name());
   auto& cls = classes_[key];
   if (!cls) {
     cls = std::make_unique<SchedulingClass>();
@@ -159,13 +162,20 @@ void TaskSubmitter::Enqueue(TaskEntry* t) {
 }
 
 void TaskSubmitter::Dispatch(SchedulingClass* cls) {
+  // One task per worker while the node has room for more workers of this shape; a queue
+  // of tiny tasks is pipelined onto busy workers only once every leasable CPU is taken,
+  // so a task never waits behind another while a CPU that could run it is free.
   int depth = 1;
-  if (cls->mean_exec_us >= 0) {
+  if (cls->saturated && cls->mean_exec_us >= 0) {
     double d =
         static_cast<double>(config::kPipelineTarget.count()) / std::max(cls->mean_exec_us, 1.0);
     depth = static_cast<int>(std::clamp(d, 1.0, static_cast<double>(config::kMaxPipelineDepth)));
   }
-  // Fill the least-loaded leases first so that work spreads over workers.
+  // Fill the least-loaded leases first so that work spreads over workers. An idle worker
+  // always takes a task; a busy one only takes tasks beyond those that the lease requests
+  // already on their way to the node will serve (a task queued behind a running one could
+  // wait for it: when tasks wait for each other, that is a deadlock).
+  const std::size_t open_requests = cls->pending_requests.size() - cls->cancelling.size();
   while (!cls->queue.empty()) {
     std::shared_ptr<LeaseState> best;
     for (auto& [id, lease] : cls->leases) {
@@ -173,6 +183,7 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
       if (!best || lease->in_flight < best->in_flight) best = lease;
     }
     if (!best) break;
+    if (best->in_flight > 0 && cls->queue.size() <= open_requests) break;
     TaskEntry* t = cls->queue.front();
     cls->queue.pop_front();
     PushTask(best, t);
@@ -226,7 +237,8 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
     objects_.SettleOnBehalf(t->return_id, self_, /*delivered=*/false);
   }
   if (!reply.ok() && !lease->dead) {
-    // The worker is gone (crash, kill, exit).
+    // The worker is gone (crash, kill, exit), and its resources with it.
+    cls->saturated = false;
     lease->dead = true;
     cls->leases.erase(lease->id);
     worker_conns_.erase(lease->worker);
@@ -458,12 +470,17 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
     case proto::RequestWorkerLeaseReply::INFEASIBLE:
       FailQueued(cls, proto::UNSCHEDULABLE, r.message());
       return;
+    case proto::RequestWorkerLeaseReply::WORKER_START_FAILED:
+      FailQueued(cls, proto::WORKER_CRASHED, r.message());
+      return;
     case proto::RequestWorkerLeaseReply::CANCELLED:
       if (!cls->queue.empty()) Dispatch(cls);
       return;
     default:
       break;
   }
+  cls->saturated = r.saturated();
+  if (cls->saturated) ReturnIdleLeases(cls);
   WorkerId worker = WorkerId::FromBinary(r.worker_id());
   auto lease = std::make_shared<LeaseState>();
   lease->id = id;
@@ -520,7 +537,22 @@ void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<Lea
   });
 }
 
+void TaskSubmitter::ReturnIdleLeases(SchedulingClass* wanting) {
+  // The node is full: the workers that this owner keeps idle for other classes (waiting
+  // for kLeaseIdleTimeout in case more of their tasks come) hold resources that `wanting`
+  // could use now. Give them back at once.
+  for (auto& [key, cls] : classes_) {
+    if (cls.get() == wanting || !cls->queue.empty()) continue;
+    std::vector<std::shared_ptr<LeaseState>> idle;
+    for (auto& [id, lease] : cls->leases) {
+      if (!lease->dead && lease->in_flight == 0) idle.push_back(lease);
+    }
+    for (auto& lease : idle) ReturnLease(cls.get(), lease);
+  }
+}
+
 void TaskSubmitter::ReturnLease(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease) {
+  cls->saturated = false;  // its resources are free again
   lease->dead = true;
   cls->leases.erase(lease->id);
   proto::LeaseIdRequest req;
@@ -564,6 +596,23 @@ void TaskSubmitter::Cancel(const ObjectId& id, bool force) {
         proto::KILL_LEASED_WORKER, req, [](const absl::StatusOr<std::string_view>&) {},
         config::kControlRpcTimeout);
   }
+}
+
+std::string TaskSubmitter::DescribePending(const ObjectId& id) const {
+  auto it = by_return_.find(id);
+  if (it == by_return_.end()) return "";
+  const TaskEntry& t = *it->second;
+  const std::string& fn = t.request.spec().function_name();
+  if (t.pushed_to) return absl::StrCat(fn, " is running on a worker and keeps running");
+  if (t.unresolved > 0) {
+    return absl::StrCat(fn, " is waiting for ", t.unresolved,
+                        t.unresolved == 1 ? " ObjectRef argument" : " ObjectRef arguments",
+                        " to be ready; it keeps waiting");
+  }
+  return absl::StrCat(fn, " has not started: it is waiting for resources (it demands ",
+                      t.cls->demand.ToString(),
+                      " and no worker with them is free yet; `raio status` shows the demand); "
+                      "it keeps waiting");
 }
 
 void TaskSubmitter::FailAll(const std::string& why) {

@@ -80,6 +80,9 @@ struct SchedulingClass {
   std::set<LeaseId> pending_requests;
   std::set<LeaseId> cancelling;
   double mean_exec_us = -1;  // exponential moving average; -1 until measured
+  // The node said at its latest grant that it has no room for another lease of this shape:
+  // only then are several tasks pipelined onto one worker (see Dispatch).
+  bool saturated = false;
 };
 
 class TaskSubmitter {
@@ -92,6 +95,9 @@ class TaskSubmitter {
   // Takes ownership of a task whose return object already exists in the table.
   void Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& demand)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the task returning `id` is waiting for, for a Get that timed out ("" when `id`
+  // is not a task of this submitter's).
+  std::string DescribePending(const ObjectId& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Called when `objects` became ready: resolves waiting tasks.
   void OnDependenciesReady(std::vector<TaskEntry*> tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Completes object `id` from a worker's reply (value, store or error, and the refs it
@@ -139,6 +145,8 @@ class TaskSubmitter {
                          const TaskEntry& task, bool oldest);
   void ReturnLease(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns the idle leases of every class but `wanting` whose queue is empty.
+  void ReturnIdleLeases(SchedulingClass* wanting) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the task's argument references and frees the entry.

@@ -5,20 +5,27 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
+#include "raio/common/process.h"
 #include "raio/common/running_task.h"
 
 extern char** environ;
 
 namespace raio::node {
 
-WorkerPool::WorkerPool(std::string session_dir, std::string node_socket_path)
-    : session_dir_(std::move(session_dir)), node_socket_path_(std::move(node_socket_path)) {}
+WorkerPool::WorkerPool(boost::asio::io_context& io, std::string session_dir,
+                       std::string node_socket_path)
+    : io_(io),
+      session_dir_(std::move(session_dir)),
+      node_socket_path_(std::move(node_socket_path)) {}
 
 WorkerPool::~WorkerPool() { KillAll(); }
 
@@ -50,8 +57,14 @@ absl::Status WorkerPool::StartWorker(JobId job) {
   std::string exe = cfg.executable;
   std::vector<char*> argv{exe.data(), nullptr};
 
+  // Its stderr goes through the node (forwarded as it comes, its tail kept for errors).
+  int err_pipe[2] = {-1, -1};
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("cannot start worker: pipe: ", std::strerror(errno)));
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
   if (!cfg.working_dir.empty()) {
     posix_spawn_file_actions_addchdir_np(&actions, cfg.working_dir.c_str());
   }
@@ -68,11 +81,14 @@ absl::Status WorkerPool::StartWorker(JobId job) {
   int rc = posix_spawn(&pid, exe.c_str(), &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
+  ::close(err_pipe[1]);
   if (rc != 0) {
+    ::close(err_pipe[0]);
     return absl::InternalError(
         absl::StrCat("cannot start worker '", exe, "': ", std::strerror(rc)));
   }
   WorkerProcess& w = workers_[id];
+  w.err = WorkerStderr::Start(io_, err_pipe[0]);
   w.id = id;
   w.pid = pid;
   w.job = job;
@@ -95,17 +111,47 @@ absl::StatusOr<WorkerProcess*> WorkerPool::OnRegistered(const WorkerId& id, pid_
   w.conn = std::move(conn);
   w.socket_path = std::move(socket_path);
   w.state = WorkerProcess::State::kIdle;
+  start_failures_.erase(w.job);
   return &w;
 }
 
-WorkerProcess* WorkerPool::PopIdle(JobId job) {
+WorkerProcess* WorkerPool::PopIdle(JobId job, bool for_actor) {
   for (auto& [id, w] : workers_) {
-    if (w.job == job && w.state == WorkerProcess::State::kIdle) {
+    if (w.job == job && w.state == WorkerProcess::State::kIdle && !(for_actor && w.ran_tasks)) {
       w.state = WorkerProcess::State::kLeased;
+      if (!for_actor) w.ran_tasks = true;
       return &w;
     }
   }
   return nullptr;
+}
+
+void WorkerPool::NoteStartFailure(const WorkerProcess& w, const std::string& how) {
+  StartFailures& f = start_failures_[w.job];
+  ++f.count;
+  std::string tail;
+  if (w.err) {
+    w.err->Drain();
+    tail = w.err->Tail();
+  }
+  f.last = absl::StrCat(
+      f.count, f.count == 1 ? " worker process" : " worker processes", " of job ", w.job,
+      " in a row died while starting, before registering with the node (the job's executable "
+      "runs in worker mode: does it reach raio::Init(argc, argv) at the top of main?); the last, ",
+      how, tail.empty() ? ", printed nothing to stderr" : ", printed to stderr last:\n", tail);
+}
+
+std::vector<std::pair<JobId, std::string>> WorkerPool::TakeStartFailures(int threshold) {
+  std::vector<std::pair<JobId, std::string>> out;
+  for (auto it = start_failures_.begin(); it != start_failures_.end();) {
+    if (it->second.count >= threshold) {
+      out.emplace_back(it->first, std::move(it->second.last));
+      it = start_failures_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
 }
 
 void WorkerPool::MakeIdle(WorkerProcess* worker) {
@@ -138,6 +184,10 @@ void WorkerPool::Kill(const WorkerId& id) {
   }
   ::unlink(RunningTaskPath(session_dir_, id.Hex()).c_str());
   if (it->second.conn) it->second.conn->Close(absl::CancelledError("worker killed"));
+  if (it->second.err) {
+    it->second.err->Drain();
+    it->second.err->Close();
+  }
   workers_.erase(it);
 }
 
@@ -181,12 +231,15 @@ std::vector<WorkerId> WorkerPool::Reap() {
     pid_t r = ::waitpid(w.pid, &status, WNOHANG);
     if (r == w.pid) {
       RAIO_LOG_INFO("worker {} (pid {}) exited with status {}", id.Hex(), w.pid, status);
+      if (w.state == WorkerProcess::State::kStarting) NoteStartFailure(w, DescribeExit(w.pid, status));
       exits_.push_back({id, w.pid, status, RunningTask(id)});
       w.pid = -1;
       gone.push_back(id);
     } else if (w.state == WorkerProcess::State::kStarting &&
                now - w.started > config::kWorkerStartTimeout) {
       RAIO_LOG_WARN("worker {} did not register in time; killing it", id.Hex());
+      NoteStartFailure(w, absl::StrCat("pid ", w.pid, " did not register within ",
+                                       config::kWorkerStartTimeout.count(), " ms and was killed"));
       gone.push_back(id);
     }
   }

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "raio/common/ids.h"
+#include "raio/node/worker_pool/worker_stderr.h"
 #include "raio/rpc/connection.h"
 
 namespace raio::node {
@@ -39,11 +40,16 @@ struct WorkerProcess {
   std::string socket_path;
   LeaseId lease;             // when leased
   bool hosts_actor = false;  // leased to an actor for its lifetime
+  // Whether it was ever leased for tasks: such a worker may own objects (its tasks' Puts
+  // and results), so it never becomes an actor's process, whose Kill would lose them.
+  bool ran_tasks = false;
+  std::shared_ptr<WorkerStderr> err;  // its stderr, forwarded by the node
 };
 
 class WorkerPool {
  public:
-  WorkerPool(std::string session_dir, std::string node_socket_path);
+  // `io` is the node's loop, where the workers' stderr pipes are read.
+  WorkerPool(boost::asio::io_context& io, std::string session_dir, std::string node_socket_path);
   ~WorkerPool();
 
   void AddJob(JobId job, JobConfig config);
@@ -54,8 +60,11 @@ class WorkerPool {
   absl::StatusOr<WorkerProcess*> OnRegistered(const WorkerId& id, pid_t pid,
                                               std::shared_ptr<rpc::Connection> conn,
                                               std::string socket_path);
-  // An idle registered worker of `job`, marked leased, or nullptr.
-  WorkerProcess* PopIdle(JobId job);
+  // An idle registered worker of `job`, marked leased, or nullptr. `for_actor`: only one
+  // that never ran tasks (see WorkerProcess::ran_tasks); otherwise it is marked as running
+  // tasks.
+  WorkerProcess* PopIdle(JobId job, bool for_actor = false);
+
   void MakeIdle(WorkerProcess* worker);
   int NumStarting(JobId job) const;
   WorkerProcess* Find(const WorkerId& id);
@@ -79,6 +88,10 @@ class WorkerPool {
   };
   // The exits reaped since the last call.
   std::vector<Exit> TakeExits() { return std::exchange(exits_, {}); }
+  // Jobs whose worker processes died before registering `threshold` times in a row since
+  // one last registered, each with a message giving the last one's exit status and the
+  // last lines of its stderr. Their counts start again from zero.
+  std::vector<std::pair<JobId, std::string>> TakeStartFailures(int threshold);
   // Whether `worker` was killed (or found gone) and its process is not reaped yet.
   bool IsUnreaped(const WorkerId& worker) const;
   // The task a worker runs now, from its running-task file (common/running_task.h).
@@ -86,8 +99,17 @@ class WorkerPool {
   const std::map<WorkerId, WorkerProcess>& workers() const { return workers_; }
 
  private:
+  // A starting worker of `w`'s job died (`how`): counts towards TakeStartFailures.
+  void NoteStartFailure(const WorkerProcess& w, const std::string& how);
+
+  boost::asio::io_context& io_;
   std::string session_dir_;
   std::string node_socket_path_;
+  struct StartFailures {
+    int count = 0;
+    std::string last;
+  };
+  std::map<JobId, StartFailures> start_failures_;
   std::map<JobId, JobConfig> jobs_;
   std::map<WorkerId, WorkerProcess> workers_;
   struct Zombie {

@@ -1,0 +1,338 @@
+// Regression tests for defects found by running Ray's C++ API test cases and users' bug
+// reports against raio: scheduling, actors' results across process deaths, API gaps, and
+// errors that must say what happened. Each test is named after what broke.
+#include <gtest/gtest.h>
+#include <raio/raio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "test_functions.h"
+
+using namespace raio_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Workers of this binary exit during static initialization, before raio::Init, when the
+// driver set this variable (they inherit its environment).
+constexpr const char* kExitAtStartVar = "REGRESSION_WORKER_EXIT_AT_START";
+const bool g_exit_at_start = [] {
+  if (std::getenv("RAIO_WORKER_MODE") != nullptr && std::getenv(kExitAtStartVar) != nullptr) {
+    std::fprintf(stderr, "static initializer: simulated start-up failure\n");
+    std::fflush(stderr);
+    ::_exit(7);
+  }
+  return true;
+}();
+
+// Creates `dir`/`index` and waits (up to 20 s) until `n` such files exist: true when all
+// `n` calls ran at the same time.
+bool Rendezvous(std::string dir, int index, int n) {
+  std::ofstream(dir + "/" + std::to_string(index)) << "here\n";
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int present = 0;
+    for (int i = 0; i < n; ++i) present += std::filesystem::exists(dir + "/" + std::to_string(i));
+    if (present == n) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+// Overloads whose parameter lists start alike (RAIO_FUNC must tell them apart).
+int Make(int a) { return a; }
+int Make(int a, int b) { return a * 100 + b; }
+
+// Reference parameters: the callee gets a deserialized value.
+int SumConstRef(const std::vector<int>& values) {
+  int sum = 0;
+  for (int v : values) sum += v;
+  return sum;
+}
+std::size_t GrowRef(std::vector<int>& values) {
+  values.push_back(1);
+  return values.size();
+}
+std::string JoinRefs(const std::string& a, std::string& b) { return a + "+" + b; }
+
+// Puts `n` small objects (owned by this worker) and returns their refs.
+std::vector<raio::ObjectRef<int>> PutSmall(int n) {
+  std::vector<raio::ObjectRef<int>> refs;
+  for (int i = 0; i < n; ++i) refs.push_back(raio::Put(i * 11));
+  return refs;
+}
+
+RAIO_REMOTE(Rendezvous, RAIO_FUNC(Make, int), RAIO_FUNC(Make, int, int), SumConstRef, GrowRef,
+            JoinRefs, PutSmall);
+
+// An actor with overloaded factories, reference parameters and ways to end its process.
+class Probe {
+ public:
+  static Probe* Create() { return new Probe(0); }
+  static Probe* Create(int start) { return new Probe(start); }
+  int Echo(int x) { return x + start_; }
+  int Length(const std::string& s) { return static_cast<int>(s.size()); }
+  // Appends `line` to `path` (one line per execution).
+  int Note(std::string path, int line) {
+    std::ofstream(path, std::ios::app) << line << "\n";
+    return line;
+  }
+  int End(std::string how) {
+    if (how == "exit") std::exit(3);
+    if (how == "_Exit") std::_Exit(4);
+    if (how == "abort") std::abort();
+    ::kill(::getpid(), SIGKILL);
+    return 0;
+  }
+  // Puts a store-sized object (owned by this actor) and returns its ref.
+  std::vector<raio::ObjectRef<std::vector<int>>> PutLarge(int n) {
+    return {raio::Put(std::vector<int>(n, 7))};
+  }
+
+ private:
+  explicit Probe(int start) : start_(start) {}
+  int start_;
+};
+RAIO_REMOTE(RAIO_FUNC(Probe::Create), RAIO_FUNC(Probe::Create, int), &Probe::Echo, &Probe::Length,
+            &Probe::Note, &Probe::End, &Probe::PutLarge);
+
+int64_t SumInts(std::vector<int> values) {
+  int64_t sum = 0;
+  for (int v : values) sum += v;
+  return sum;
+}
+RAIO_REMOTE(SumInts);
+
+class RegressionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    raio::InitOptions options;
+    options.num_cpus = 4;
+    raio::Init(options);
+    dir_ = std::filesystem::temp_directory_path() /
+           ("raio-regression-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    raio::Shutdown();
+    std::filesystem::remove_all(dir_);
+  }
+  std::filesystem::path dir_;
+};
+
+// 1. After a job had run tasks (so the owner knew they were quick), later tasks were
+// pipelined onto the same worker and ran one after another while CPUs were free: tasks
+// that wait for each other deadlocked.
+TEST_F(RegressionTest, TasksNeverQueueBehindABusyWorkerWhileCpusAreFree) {
+  // History: quick calls of the same function and of another one.
+  const std::string warm = dir_ / "warm";
+  std::filesystem::create_directories(warm);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(raio::Task(Rendezvous).Remote(warm, 0, 1).Get());
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(raio::Task(Add).Remote(i, 1).Get(), i + 1);
+  // Four calls that can only finish together, on a 4-CPU node.
+  const std::string meet = dir_ / "meet";
+  std::filesystem::create_directories(meet);
+  std::vector<raio::ObjectRef<bool>> refs;
+  for (int i = 0; i < 4; ++i) refs.push_back(raio::Task(Rendezvous).Remote(meet, i, 4));
+  for (auto& r : refs) EXPECT_TRUE(r.Get(60s));
+}
+
+// 3. Workers that exited during start-up left tasks waiting forever.
+TEST_F(RegressionTest, WorkersThatDieWhileStartingFailPendingTasksWithTheirStderr) {
+  raio::Shutdown();
+  ::setenv(kExitAtStartVar, "1", 1);
+  raio::InitOptions options;
+  options.num_cpus = 2;
+  raio::Init(options);
+  try {
+    raio::Task(Add).Remote(1, 2).Get(60s);
+    ADD_FAILURE() << "expected WorkerCrashedError";
+  } catch (const raio::WorkerCrashedError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("died while starting"), std::string::npos) << what;
+    EXPECT_NE(what.find("exited with code 7"), std::string::npos) << what;
+    EXPECT_NE(what.find("simulated start-up failure"), std::string::npos) << what;
+  }
+  auto actor = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
+  try {
+    actor.Task(&Probe::Echo).Remote(1).Get(60s);
+    ADD_FAILURE() << "expected ActorDiedError";
+  } catch (const raio::ActorDiedError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("exited with code 7"), std::string::npos) << what;
+    EXPECT_NE(what.find("simulated start-up failure"), std::string::npos) << what;
+  }
+  ::unsetenv(kExitAtStartVar);
+  raio::Shutdown();
+  raio::InitOptions fresh;
+  fresh.num_cpus = 4;
+  raio::Init(fresh);
+  EXPECT_EQ(raio::Task(Add).Remote(1, 2).Get(60s), 3);
+}
+
+// 4. A task's idle worker, which owned objects, was reused to host an actor, and killing
+// the actor lost those objects.
+TEST_F(RegressionTest, ObjectsOwnedByATaskWorkerSurviveKillingALaterActor) {
+  auto refs = raio::Task(PutSmall).Remote(5).Get();
+  ASSERT_EQ(refs.size(), 5u);
+  for (int round = 0; round < 3; ++round) {
+    auto actor = raio::Actor(RAIO_FUNC(Probe::Create, int)).Remote(1);
+    ASSERT_EQ(actor.Task(&Probe::Echo).Remote(1).Get(), 2);
+    actor.Kill();
+  }
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(refs[i].Get(30s), i * 11);
+}
+
+// 5. Calls that had finished lost their results when a later call ended the process.
+TEST_F(RegressionTest, FinishedActorCallsKeepTheirResultsWhenALaterCallEndsTheProcess) {
+  for (std::string how : {"exit", "_Exit", "abort", "sigkill"}) {
+    auto actor = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
+    std::vector<raio::ObjectRef<int>> done;
+    for (int i = 0; i < 5; ++i) done.push_back(actor.Task(&Probe::Echo).Remote(i));
+    auto end = actor.Task(&Probe::End).Remote(how);
+    EXPECT_THROW(end.Get(30s), raio::ActorDiedError) << how;
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(done[i].Get(30s), i) << how << " call " << i;
+  }
+}
+
+// 6. With restarts, calls that had finished were run again after the restart.
+TEST_F(RegressionTest, CompletedActorCallsAreNotRunAgainAfterARestart) {
+  const std::string log = dir_ / "calls.log";
+  auto actor = raio::Actor(RAIO_FUNC(Probe::Create))
+                   .SetMaxRestarts(1)
+                   .SetMaxTaskRetries(1)
+                   .Remote();
+  std::vector<raio::ObjectRef<int>> done;
+  for (int i = 0; i < 5; ++i) done.push_back(actor.Task(&Probe::Note).Remote(log, i));
+  auto end = actor.Task(&Probe::End).Remote(std::string("_Exit"));
+  EXPECT_THROW(end.Get(60s), raio::ActorDiedError);  // retried once, dies again
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(done[i].Get(30s), i);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "0\n1\n2\n3\n4\n");
+}
+
+// 7. RAIO_FUNC could not pick F(int) beside F(int, int), nor Create() beside Create(int).
+TEST_F(RegressionTest, RaioFuncPicksOverloadsWhoseParametersStartAlike) {
+  EXPECT_EQ(raio::Task(RAIO_FUNC(Make, int)).Remote(7).Get(), 7);
+  EXPECT_EQ(raio::Task(RAIO_FUNC(Make, int, int)).Remote(7, 8).Get(), 708);
+  auto a = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
+  auto b = raio::Actor(RAIO_FUNC(Probe::Create, int)).Remote(10);
+  EXPECT_EQ(a.Task(&Probe::Echo).Remote(1).Get(), 1);
+  EXPECT_EQ(b.Task(&Probe::Echo).Remote(1).Get(), 11);
+}
+
+// 8. Functions taking const T& or T& did not compile.
+TEST_F(RegressionTest, FunctionsTakingReferencesCompileAndGetTheValue) {
+  EXPECT_EQ(raio::Task(SumConstRef).Remote(std::vector<int>{1, 2, 3}).Get(), 6);
+  EXPECT_EQ(raio::Task(GrowRef).Remote(std::vector<int>{1, 2}).Get(), 3u);
+  std::string b = "b";
+  EXPECT_EQ(raio::Task(JoinRefs).Remote(std::string("a"), b).Get(), "a+b");
+  auto ref = raio::Put(std::vector<int>{4, 5});
+  EXPECT_EQ(raio::Task(SumConstRef).Remote(ref).Get(), 9);
+  auto actor = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
+  EXPECT_EQ(actor.Task(&Probe::Length).Remote(std::string("four")).Get(), 4);
+}
+
+// 9. raio::Get(ref) for a single ref was missing.
+TEST_F(RegressionTest, GetOfOneRefReturnsItsValue) {
+  auto ref = raio::Task(Add).Remote(2, 3);
+  EXPECT_EQ(raio::Get(ref), 5);
+  EXPECT_EQ(raio::Get(raio::Put(std::string("x")), 10s), "x");
+  std::vector<raio::ObjectRef<int>> refs{raio::Task(Add).Remote(1, 1), raio::Task(Add).Remote(2, 2)};
+  EXPECT_EQ(raio::Get(refs, 30s), (std::vector<int>{2, 4}));
+}
+
+// 10. A task reading an object whose owner had died failed with "no object <id>".
+TEST_F(RegressionTest, TaskReadingAnObjectWhoseOwnerDiedGetsOwnerDiedError) {
+  auto owner = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
+  auto refs = owner.Task(&Probe::PutLarge).Remote(100000).Get();  // 400 KB: in the store
+  ASSERT_EQ(refs.size(), 1u);
+  ASSERT_EQ(refs[0].Get().size(), 100000u);  // read once while the owner lives
+  owner.Kill();
+  // The node deletes the dead owner's objects once it has seen the process go.
+  bool failed = WaitFor(
+      [&] {
+        try {
+          raio::Task(SumInts).SetMaxRetries(0).Remote(refs[0]).Get(30s);
+          return false;
+        } catch (const raio::OwnerDiedError& e) {
+          EXPECT_NE(std::string(e.what()).find("owner"), std::string::npos) << e.what();
+          return true;
+        } catch (const raio::RaioException& e) {
+          ADD_FAILURE() << "expected OwnerDiedError, got: " << e.what();
+          return true;
+        }
+      },
+      30s);
+  EXPECT_TRUE(failed);
+}
+
+// 11. An actor whose method exited the process died "because its process died" only.
+TEST_F(RegressionTest, ActorDeathCauseGivesTheExitCodeOrSignal) {
+  auto exits = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
+  try {
+    exits.Task(&Probe::End).Remote(std::string("exit")).Get(30s);
+    ADD_FAILURE() << "expected ActorDiedError";
+  } catch (const raio::ActorDiedError& e) {
+    EXPECT_NE(std::string(e.what()).find("exited with code 3"), std::string::npos) << e.what();
+  }
+  // Later calls fail with the death cause too.
+  try {
+    exits.Task(&Probe::Echo).Remote(1).Get(30s);
+    ADD_FAILURE() << "expected ActorDiedError";
+  } catch (const raio::ActorDiedError& e) {
+    EXPECT_NE(std::string(e.what()).find("exited with code 3"), std::string::npos) << e.what();
+  }
+  auto killed = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
+  try {
+    killed.Task(&Probe::End).Remote(std::string("sigkill")).Get(30s);
+    ADD_FAILURE() << "expected ActorDiedError";
+  } catch (const raio::ActorDiedError& e) {
+    EXPECT_NE(std::string(e.what()).find("killed by signal 9"), std::string::npos) << e.what();
+  }
+}
+
+// 12. A Get timeout of a task waiting for resources said "the task keeps running".
+TEST_F(RegressionTest, GetTimeoutOfATaskWaitingForResourcesSaysSo) {
+  raio::Shutdown();
+  raio::InitOptions options;
+  options.num_cpus = 2;
+  options.resources = {{"slot", 1}};
+  raio::Init(options);
+  auto holder = raio::Actor(RAIO_FUNC(Probe::Create)).SetResources({{"slot", 1}}).Remote();
+  ASSERT_EQ(holder.Task(&Probe::Echo).Remote(1).Get(), 1);
+  auto waiting = raio::Task(Add).SetResources({{"CPU", 1}, {"slot", 1}}).Remote(1, 2);
+  try {
+    waiting.Get(300ms);
+    ADD_FAILURE() << "expected GetTimeoutError";
+  } catch (const raio::GetTimeoutError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("waiting for resources"), std::string::npos) << what;
+    EXPECT_NE(what.find("{CPU: 1, slot: 1}"), std::string::npos) << what;
+    EXPECT_EQ(what.find("keeps running"), std::string::npos) << what;
+  }
+  holder.Kill();
+  EXPECT_EQ(waiting.Get(30s), 3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
