@@ -441,8 +441,7 @@ int Status(const std::string& address_flag, bool json) {
       std::cout << "  waiting for resources: job " << a.job_id() << " actor " << a.class_name()
                 << (a.name().empty() ? "" : " '" + a.name() + "'") << " "
                 << raio::ActorId::FromBinary(a.actor_id()).Hex() << " ("
-                << ActorStateName(a.state()) << ") demand " << FormatDemand(a.resources())
-                << "\n";
+                << ActorStateName(a.state()) << ") demand " << FormatDemand(a.resources()) << "\n";
     }
     if (actors.actors_size() > 0) PrintActors(actors);
   }

@@ -93,7 +93,7 @@ EncodedValue Invoke(const void* key, const std::vector<ValueView>& args) {
   }
   using Tuple = std::tuple<std::decay_t<A>...>;
   Tuple values = UnpackArgs<Tuple>(args, std::index_sequence_for<A...>{});
-  auto call = [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
+  auto call = [&]<std::size_t... I>(std::index_sequence<I...>)->decltype(auto) {
     return fn(PassArg<A>(std::get<I>(values))...);
   };
   if constexpr (std::is_void_v<R>) {
@@ -147,7 +147,7 @@ ActorInstance InvokeFactory(const void* key, const std::vector<ValueView>& args)
   }
   using Tuple = std::tuple<std::decay_t<A>...>;
   Tuple values = UnpackArgs<Tuple>(args, std::index_sequence_for<A...>{});
-  auto call = [&]<std::size_t... I>(std::index_sequence<I...>) -> R {
+  auto call = [&]<std::size_t... I>(std::index_sequence<I...>)->R {
     return fn(PassArg<A>(std::get<I>(values))...);
   };
   C* instance = nullptr;
@@ -170,7 +170,7 @@ EncodedValue InvokeMethod(void* instance, const void* key, const std::vector<Val
   using Tuple = std::tuple<std::decay_t<A>...>;
   Tuple values = UnpackArgs<Tuple>(args, std::index_sequence_for<A...>{});
   C* self = static_cast<C*>(instance);
-  auto call = [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
+  auto call = [&]<std::size_t... I>(std::index_sequence<I...>)->decltype(auto) {
     return (self->*method)(PassArg<A>(std::get<I>(values))...);
   };
   if constexpr (std::is_void_v<R>) {

@@ -115,6 +115,15 @@ int64_t SumInts(std::vector<int> values) {
 }
 RAIO_REMOTE(SumInts);
 
+// Reads every byte of its arguments: their total size and the sum of their first bytes.
+int64_t TotalBytes2(std::vector<uint8_t> a, std::vector<uint8_t> b) {
+  return static_cast<int64_t>(a.size() + b.size()) * 1000 + a.front() + b.front();
+}
+int64_t TotalBytes3(std::vector<uint8_t> a, std::vector<uint8_t> b, std::vector<uint8_t> c) {
+  return static_cast<int64_t>(a.size() + b.size() + c.size());
+}
+RAIO_REMOTE(TotalBytes2, TotalBytes3);
+
 class RegressionTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -148,6 +157,42 @@ TEST_F(RegressionTest, TasksNeverQueueBehindABusyWorkerWhileCpusAreFree) {
   std::vector<raio::ObjectRef<bool>> refs;
   for (int i = 0; i < 4; ++i) refs.push_back(raio::Task(Rendezvous).Remote(meet, i, 4));
   for (auto& r : refs) EXPECT_TRUE(r.Get(60s));
+}
+
+// 2. Tasks whose arguments fit the store failed with ObjectStoreFullError because another
+// task's pinned arguments filled it.
+TEST_F(RegressionTest, TaskWaitsForStoreRoomWhenOthersPinnedArgumentsFillIt) {
+  raio::Shutdown();
+  raio::InitOptions options;
+  options.num_cpus = 2;
+  options.object_store_memory_bytes = 256ull << 20;
+  raio::Init(options);
+  constexpr std::size_t kMiB100 = 100u << 20;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<raio::ObjectRef<int64_t>> refs;
+    for (int t = 0; t < 2; ++t) {
+      refs.push_back(raio::Task(TotalBytes2)
+                         .Remote(std::vector<uint8_t>(kMiB100, static_cast<uint8_t>(1 + t)),
+                                 std::vector<uint8_t>(kMiB100, static_cast<uint8_t>(3 + t))));
+    }
+    for (int t = 0; t < 2; ++t) {
+      EXPECT_EQ(refs[t].Get(120s), static_cast<int64_t>(2 * kMiB100) * 1000 + 4 + 2 * t)
+          << "round " << round << " task " << t;
+    }
+  }
+  // Three such arguments can never be in a 256 MiB store together: a clear error at once.
+  try {
+    raio::Task(TotalBytes3)
+        .Remote(std::vector<uint8_t>(kMiB100, 1), std::vector<uint8_t>(kMiB100, 2),
+                std::vector<uint8_t>(kMiB100, 3))
+        .Get(120s);
+    ADD_FAILURE() << "expected ObjectStoreFullError";
+  } catch (const raio::ObjectStoreFullError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("can never fit together"), std::string::npos) << what;
+    EXPECT_NE(what.find("104857664, 104857664, 104857664 bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("capacity of 268435456 bytes"), std::string::npos) << what;
+  }
 }
 
 // 3. Workers that exited during start-up left tasks waiting forever.
@@ -211,10 +256,8 @@ TEST_F(RegressionTest, FinishedActorCallsKeepTheirResultsWhenALaterCallEndsThePr
 // 6. With restarts, calls that had finished were run again after the restart.
 TEST_F(RegressionTest, CompletedActorCallsAreNotRunAgainAfterARestart) {
   const std::string log = dir_ / "calls.log";
-  auto actor = raio::Actor(RAIO_FUNC(Probe::Create))
-                   .SetMaxRestarts(1)
-                   .SetMaxTaskRetries(1)
-                   .Remote();
+  auto actor =
+      raio::Actor(RAIO_FUNC(Probe::Create)).SetMaxRestarts(1).SetMaxTaskRetries(1).Remote();
   std::vector<raio::ObjectRef<int>> done;
   for (int i = 0; i < 5; ++i) done.push_back(actor.Task(&Probe::Note).Remote(log, i));
   auto end = actor.Task(&Probe::End).Remote(std::string("_Exit"));
@@ -252,7 +295,8 @@ TEST_F(RegressionTest, GetOfOneRefReturnsItsValue) {
   auto ref = raio::Task(Add).Remote(2, 3);
   EXPECT_EQ(raio::Get(ref), 5);
   EXPECT_EQ(raio::Get(raio::Put(std::string("x")), 10s), "x");
-  std::vector<raio::ObjectRef<int>> refs{raio::Task(Add).Remote(1, 1), raio::Task(Add).Remote(2, 2)};
+  std::vector<raio::ObjectRef<int>> refs{raio::Task(Add).Remote(1, 1),
+                                         raio::Task(Add).Remote(2, 2)};
   EXPECT_EQ(raio::Get(refs, 30s), (std::vector<int>{2, 4}));
 }
 

@@ -489,8 +489,7 @@ int ScenarioPendingActor() {
   } catch (const raio::GetTimeoutError& e) {
     std::cout << "get: " << e.what() << std::endl;
   }
-  std::cout << "status: " << RunCommand(std::string(RAIO_CLI_PATH) + " status").output
-            << std::endl;
+  std::cout << "status: " << RunCommand(std::string(RAIO_CLI_PATH) + " status").output << std::endl;
   raio::Shutdown();
   return 0;
 }

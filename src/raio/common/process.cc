@@ -11,10 +11,10 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <cstring>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"

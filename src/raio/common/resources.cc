@@ -16,8 +16,8 @@ absl::StatusOr<ResourceSet> ResourceSet::FromMap(const std::map<std::string, dou
           absl::StrCat("resource '", name, "' must be a finite amount >= 0, got ", value));
     }
     if (value > kMaxAmount) {
-      return absl::InvalidArgumentError(absl::StrCat("resource '", name, "' amount ", value,
-                                                     " is too large: the limit is 1e14 per resource"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "resource '", name, "' amount ", value, " is too large: the limit is 1e14 per resource"));
     }
     int64_t fixed = static_cast<int64_t>(std::llround(value * kScale));
     if (fixed == 0 && value > 0) {

@@ -1,5 +1,6 @@
 #include "raio/node/object_store_service.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +63,7 @@ bool ObjectStoreService::Handle(const std::shared_ptr<rpc::Connection>& conn, Cl
       if (!s.ok()) return conn->ReplyError(h, s), true;
       store_->Unpin(id, client);  // the creator's pin
       conn->Reply(h, proto::Empty());
+      RetryPendingPins();
       return true;
     }
     case proto::PIN_OBJECT: {
@@ -69,25 +71,28 @@ bool ObjectStoreService::Handle(const std::shared_ptr<rpc::Connection>& conn, Cl
       if (!parse(req)) return true;
       ObjectId id = ObjectId::FromBinary(req.object_id());
       auto loc = store_->Pin(id, client);
-      if (!loc.ok() && loc.status().code() == absl::StatusCode::kNotFound) {
-        if (auto dead = dead_owner_of_.find(id); dead != dead_owner_of_.end()) {
-          conn->ReplyError(h, absl::AbortedError(absl::StrCat(
-                                  "object ", id.Hex(), " was deleted when its owner, worker ",
-                                  dead->second.Hex(), ", died")));
-          return true;
-        }
-      }
+      if (!loc.ok()) return conn->ReplyError(h, PinError(id, loc.status())), true;
       reply_location(loc);
+      return true;
+    }
+    case proto::PIN_OBJECTS: {
+      proto::PinObjectsRequest req;
+      if (!parse(req)) return true;
+      PendingPins p{conn, h, client, {}, std::chrono::steady_clock::now()};
+      for (const auto& id : req.object_ids()) p.ids.push_back(ObjectId::FromBinary(id));
+      if (!TryPinAll(p)) pending_pins_.push_back(std::move(p));
       return true;
     }
     case proto::UNPIN_OBJECT: {
       proto::ObjectIdRequest req;
       if (parse(req)) store_->Unpin(ObjectId::FromBinary(req.object_id()), client);
+      RetryPendingPins();
       return true;
     }
     case proto::DELETE_OBJECT: {
       proto::ObjectIdRequest req;
       if (parse(req)) Delete(ObjectId::FromBinary(req.object_id()));
+      RetryPendingPins();
       return true;
     }
     case proto::LIST_OBJECTS:
@@ -110,8 +115,86 @@ void ObjectStoreService::Delete(const ObjectId& id) {
   owner_of_.erase(it);
 }
 
+absl::Status ObjectStoreService::PinError(const ObjectId& id, const absl::Status& status) const {
+  if (status.code() != absl::StatusCode::kNotFound) return status;
+  auto dead = dead_owner_of_.find(id);
+  if (dead == dead_owner_of_.end()) return status;
+  return absl::AbortedError(absl::StrCat(
+      "object ", id.Hex(), " was deleted when its owner, worker ", dead->second.Hex(), ", died"));
+}
+
+bool ObjectStoreService::TryPinAll(PendingPins& p) {
+  // Sizes first: arguments that can never fit together fail now, with every size.
+  uint64_t total = 0;
+  std::string sizes;
+  for (const auto& id : p.ids) {
+    std::optional<uint64_t> size = store_->SizeOf(id);
+    if (!size) {
+      p.conn->ReplyError(p.header,
+                         PinError(id, absl::NotFoundError(absl::StrCat("no object ", id.Hex()))));
+      return true;
+    }
+    total += (*size + 63) / 64 * 64;  // as allocated
+    absl::StrAppend(&sizes, sizes.empty() ? "" : ", ", *size);
+  }
+  if (total > store_->capacity_bytes()) {
+    p.conn->ReplyError(
+        p.header, absl::ResourceExhaustedError(absl::StrCat(
+                      p.ids.size(), " objects of ", sizes, " bytes with their headers (", total,
+                      " bytes in all) must be in the object store at once, above its "
+                      "capacity of ",
+                      store_->capacity_bytes(), " bytes: they can never fit together")));
+    return true;
+  }
+  proto::PinObjectsReply reply;
+  std::vector<ObjectId> pinned;
+  for (const auto& id : p.ids) {
+    auto loc = store_->Pin(id, p.client);
+    if (!loc.ok()) {
+      for (const auto& done : pinned) store_->Unpin(done, p.client);
+      if (loc.status().code() == absl::StatusCode::kResourceExhausted) {
+        if (!p.warned && std::chrono::steady_clock::now() - p.since > std::chrono::seconds(10)) {
+          p.warned = true;
+          RAIO_LOG_WARN(
+              "a task has waited over 10 s for {} bytes of arguments to fit in the "
+              "object store: {}",
+              total, loc.status().message());
+        }
+        return false;  // wait for room
+      }
+      p.conn->ReplyError(p.header, PinError(id, loc.status()));
+      return true;
+    }
+    pinned.push_back(id);
+    auto* l = reply.add_locations();
+    l->set_offset(loc->offset);
+    l->set_size_bytes(loc->size);
+  }
+  p.conn->Reply(p.header, reply);
+  return true;
+}
+
+void ObjectStoreService::RetryPendingPins() {
+  if (pending_pins_.empty()) return;
+  std::deque<PendingPins> waiting;
+  waiting.swap(pending_pins_);
+  for (auto& p : waiting) {
+    if (p.conn->closed() || !TryPinAll(p)) {
+      if (!p.conn->closed()) pending_pins_.push_back(std::move(p));
+    }
+  }
+}
+
 void ObjectStoreService::OnPeerGone(ClientId client, const WorkerId& owner) {
   store_->DisconnectClient(client);
+  // Its waiting requests go; its pins and objects may make room for others'.
+  pending_pins_.erase(std::remove_if(pending_pins_.begin(), pending_pins_.end(),
+                                     [client](const PendingPins& p) { return p.client == client; }),
+                      pending_pins_.end());
+  struct Retry {
+    ObjectStoreService* self;
+    ~Retry() { self->RetryPendingPins(); }
+  } retry{this};
   if (owner.IsNil()) return;
   auto it = owned_.find(owner);
   if (it == owned_.end()) return;

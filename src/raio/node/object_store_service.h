@@ -6,11 +6,13 @@
 // Threading: not thread-safe; lives on the node daemon's loop.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "raio/common/ids.h"
@@ -41,8 +43,26 @@ class ObjectStoreService {
   proto::ObjectList List() const;
 
  private:
+  // A PIN_OBJECTS request waiting for room.
+  struct PendingPins {
+    std::shared_ptr<rpc::Connection> conn;
+    rpc::FrameHeader header;
+    ClientId client = 0;
+    std::vector<ObjectId> ids;
+    std::chrono::steady_clock::time_point since;
+    bool warned = false;
+  };
+
   explicit ObjectStoreService(std::unique_ptr<ObjectStore> store) : store_(std::move(store)) {}
   void Delete(const ObjectId& id);
+  // The error for a failed Pin of `id`: ABORTED naming the dead owner when its owner's
+  // death deleted it, else `status`.
+  absl::Status PinError(const ObjectId& id, const absl::Status& status) const;
+  // Pins all of `p.ids` or none and replies; false (nothing pinned, no reply) when they
+  // do not fit now but may later.
+  bool TryPinAll(PendingPins& p);
+  // Retries waiting PIN_OBJECTS requests in order (room may have been made).
+  void RetryPendingPins();
 
   std::unique_ptr<ObjectStore> store_;
   std::map<WorkerId, std::set<ObjectId>> owned_;
@@ -53,6 +73,7 @@ class ObjectStoreService {
   static constexpr std::size_t kMaxRememberedDeadOwnerObjects = 1 << 16;
   std::map<ObjectId, WorkerId> dead_owner_of_;
   std::deque<ObjectId> dead_order_;
+  std::deque<PendingPins> pending_pins_;
 };
 
 }  // namespace raio::node

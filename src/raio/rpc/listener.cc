@@ -167,7 +167,7 @@ absl::StatusOr<std::shared_ptr<Connection>> ConnectTcp(asio::io_context& io,
 
 absl::StatusOr<std::string> CallSync(Connection& conn, uint32_t method,
                                      const google::protobuf::MessageLite& request,
-                                     std::chrono::milliseconds timeout) {
+                                     std::optional<std::chrono::milliseconds> timeout) {
   auto promise = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
   auto future = promise->get_future();
   conn.Call(

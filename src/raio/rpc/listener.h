@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -56,9 +57,9 @@ absl::StatusOr<std::shared_ptr<Connection>> ConnectTcp(boost::asio::io_context& 
                                                        std::chrono::milliseconds timeout);
 
 // Sends a request and blocks the calling thread for the reply body. Must not be called
-// on the connection's loop thread.
+// on the connection's loop thread. `timeout` nullopt: for as long as the connection lives.
 absl::StatusOr<std::string> CallSync(Connection& conn, uint32_t method,
                                      const google::protobuf::MessageLite& request,
-                                     std::chrono::milliseconds timeout);
+                                     std::optional<std::chrono::milliseconds> timeout);
 
 }  // namespace raio::rpc

@@ -228,9 +228,9 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
         std::string state = submitter_.DescribePending(id);
         if (state.empty()) state = actor_submitter_.DescribePending(id);
         if (state.empty()) {
-          state = e->borrowed ? absl::StrCat("its owner at ", e->owner_address,
-                                             " has not produced it yet")
-                              : "the task that makes it keeps running";
+          state = e->borrowed
+                      ? absl::StrCat("its owner at ", e->owner_address, " has not produced it yet")
+                      : "the task that makes it keeps running";
         }
         throw GetTimeoutError(absl::StrCat("object ", id.Hex(), " was not ready within ",
                                            timeout ? timeout->count() : 0, " us: ", state));

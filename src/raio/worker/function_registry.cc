@@ -1,7 +1,7 @@
 #include "raio/worker/function_registry.h"
 
-#include <map>
 #include <cstdio>
+#include <map>
 #include <mutex>
 
 #include "raio/actor.h"

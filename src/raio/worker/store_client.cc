@@ -103,11 +103,40 @@ absl::StatusOr<internal::ValueView> StoreClient::Get(const ObjectId& id) {
   auto reply = rpc::CallSync(*node_, proto::PIN_OBJECT, pin, config::kControlRpcTimeout);
   if (!reply.ok()) return reply.status();
   proto::ObjectLocationReply loc;
-  if (!loc.ParseFromString(*reply) || loc.size_bytes() < kHeaderBytes ||
-      loc.offset() + loc.size_bytes() > mapping_->size) {
-    return absl::InternalError("the node returned a bad object location");
+  if (!loc.ParseFromString(*reply)) return absl::InternalError("malformed object location");
+  return ViewPinned(id, loc.offset(), loc.size_bytes());
+}
+
+absl::StatusOr<std::vector<internal::ValueView>> StoreClient::GetAll(
+    const std::vector<ObjectId>& ids) {
+  proto::PinObjectsRequest pin;
+  for (const auto& id : ids) pin.add_object_ids(id.Binary());
+  auto reply = rpc::CallSync(*node_, proto::PIN_OBJECTS, pin, std::nullopt);
+  if (!reply.ok()) return reply.status();
+  proto::PinObjectsReply locs;
+  if (!locs.ParseFromString(*reply) || locs.locations_size() != static_cast<int>(ids.size())) {
+    return absl::InternalError("malformed object locations");
   }
-  // Unpins when the last copy of the view goes; keeps the mapping alive until then.
+  std::vector<internal::ValueView> views;
+  views.reserve(ids.size());
+  absl::Status bad;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto& loc = locs.locations(static_cast<int>(i));
+    auto view = ViewPinned(ids[i], loc.offset(), loc.size_bytes());
+    if (!view.ok()) {
+      bad = view.status();
+      continue;  // its keeper unpinned it; the others unpin with `views`
+    }
+    views.push_back(std::move(*view));
+  }
+  if (!bad.ok()) return bad;
+  return views;
+}
+
+absl::StatusOr<internal::ValueView> StoreClient::ViewPinned(const ObjectId& id, uint64_t offset,
+                                                            uint64_t size) {
+  // Unpins when the last copy of the view goes (also when this returns an error); keeps
+  // the mapping alive until then.
   std::weak_ptr<rpc::Connection> weak_node = node_;
   auto keeper =
       std::shared_ptr<const void>(mapping_.get(), [mapping = mapping_, weak_node, id](const void*) {
@@ -117,10 +146,13 @@ absl::StatusOr<internal::ValueView> StoreClient::Get(const ObjectId& id) {
           node->SendOneWay(proto::UNPIN_OBJECT, unpin);
         }
       });
-  const uint8_t* p = mapping_->base + loc.offset();
+  if (size < kHeaderBytes || offset + size > mapping_->size) {
+    return absl::InternalError("the node returned a bad object location");
+  }
+  const uint8_t* p = mapping_->base + offset;
   ObjectHeader header;
   std::memcpy(&header, p, sizeof(header));
-  if (header.magic != kObjectMagic || kHeaderBytes + header.payload_bytes > loc.size_bytes()) {
+  if (header.magic != kObjectMagic || kHeaderBytes + header.payload_bytes > size) {
     return absl::DataLossError(absl::StrCat("object ", id.Hex(), " has a corrupt header"));
   }
   internal::ValueView view;

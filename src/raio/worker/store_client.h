@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "raio/common/ids.h"
@@ -45,6 +46,11 @@ class StoreClient {
   // NotFound, FailedPrecondition (not sealed), ResourceExhausted (cannot restore a
   // spilled object), DataLoss (bad header), Unavailable.
   absl::StatusOr<internal::ValueView> Get(const ObjectId& id);
+  // Pins all of `ids` at once, or none (a task's arguments, PIN_OBJECTS): waits, without a
+  // timeout, while the store has no room for them now; ResourceExhausted at once when
+  // they can never fit together (the message gives the sizes and the capacity); else as
+  // Get. Views in the order of `ids`. Blocks.
+  absl::StatusOr<std::vector<internal::ValueView>> GetAll(const std::vector<ObjectId>& ids);
   // Tells the node the owner freed the object (one-way).
   void Delete(const ObjectId& id);
 
@@ -54,6 +60,10 @@ class StoreClient {
   struct Mapping;
   StoreClient(std::shared_ptr<rpc::Connection> node, std::shared_ptr<Mapping> mapping)
       : node_(std::move(node)), mapping_(std::move(mapping)) {}
+
+  // A view of the pinned object `id` at `offset`, `size` bytes long; its keeper unpins it.
+  absl::StatusOr<internal::ValueView> ViewPinned(const ObjectId& id, uint64_t offset,
+                                                 uint64_t size);
 
   std::shared_ptr<rpc::Connection> node_;
   std::shared_ptr<Mapping> mapping_;

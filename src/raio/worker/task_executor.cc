@@ -4,7 +4,9 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <deque>
 #include <future>
+#include <iterator>
 #include <typeinfo>
 
 #include "absl/strings/str_cat.h"
@@ -195,13 +197,29 @@ void TaskExecutor::RunActorTask(const std::shared_ptr<rpc::Connection>& conn,
 
 void TaskExecutor::Stop() { loop_.Stop(); }
 
-absl::StatusOr<internal::ValueView> TaskExecutor::ResolveArg(const proto::TaskArg& arg) {
+std::vector<ObjectId> TaskExecutor::CollectStoreIds(
+    const google::protobuf::RepeatedPtrField<proto::TaskArg>& args) {
+  std::vector<ObjectId> ids;
+  for (const auto& arg : args) {
+    if (arg.kind_case() == proto::TaskArg::kList) {
+      for (const auto& e : arg.list().elements()) {
+        if (e.in_store()) ids.push_back(ObjectId::FromBinary(e.object_id()));
+      }
+    } else if (arg.in_store()) {
+      ids.push_back(ObjectId::FromBinary(arg.object_id()));
+    }
+  }
+  return ids;
+}
+
+absl::StatusOr<internal::ValueView> TaskExecutor::ResolveArg(
+    const proto::TaskArg& arg, std::deque<internal::ValueView>* pinned) {
   if (arg.kind_case() == proto::TaskArg::kList) {
     // A std::vector parameter from ObjectRefs: one msgpack array of the elements.
     auto joined = std::make_shared<std::string>();
     AppendMsgpackArrayHeader(joined.get(), static_cast<uint32_t>(arg.list().elements_size()));
     for (const auto& element : arg.list().elements()) {
-      auto v = ResolveArg(element);
+      auto v = ResolveArg(element, pinned);
       if (!v.ok()) return v.status();
       absl::Status s = AppendAsMsgpack(*v, joined.get());
       if (!s.ok()) return s;
@@ -210,6 +228,11 @@ absl::StatusOr<internal::ValueView> TaskExecutor::ResolveArg(const proto::TaskAr
                                joined};
   }
   if (arg.in_store()) {
+    if (pinned != nullptr && !pinned->empty()) {
+      internal::ValueView v = std::move(pinned->front());
+      pinned->pop_front();
+      return v;
+    }
     if (store_ == nullptr) return absl::FailedPreconditionError("no object store");
     return store_->Get(ObjectId::FromBinary(arg.object_id()));
   }
@@ -271,10 +294,25 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
   if (!found) {
     fail(proto::FUNCTION_NOT_FOUND, "", not_found_message);
   } else {
+    // The arguments in the store are pinned all together or not at all: a task waits
+    // while others' pinned arguments fill the store (admission), and fails only when its
+    // own can never fit.
+    std::deque<internal::ValueView> pinned;
+    absl::Status pin_status;
+    if (std::vector<ObjectId> ids = CollectStoreIds(spec.args()); !ids.empty() && store_) {
+      auto views = store_->GetAll(ids);
+      if (views.ok()) {
+        pinned.assign(std::make_move_iterator(views->begin()),
+                      std::make_move_iterator(views->end()));
+      } else {
+        pin_status = views.status();
+      }
+    }
     std::vector<internal::ValueView> args;
     args.reserve(spec.args_size());
     for (const auto& a : spec.args()) {
-      auto v = ResolveArg(a);
+      auto v = pin_status.ok() ? ResolveArg(a, &pinned)
+                               : absl::StatusOr<internal::ValueView>(pin_status);
       if (!v.ok()) {
         fail(v.status().code() == absl::StatusCode::kResourceExhausted ? proto::OBJECT_STORE_FULL
              : v.status().code() == absl::StatusCode::kAborted         ? proto::OWNER_DIED

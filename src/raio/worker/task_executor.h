@@ -76,8 +76,13 @@ class TaskExecutor {
                            proto::CreateActorInstanceRequest req);
   void RunActorTask(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                     const proto::PushActorTaskRequest& req);
-  // Turns a pushed argument into a value view (pinning in-store objects).
-  absl::StatusOr<internal::ValueView> ResolveArg(const proto::TaskArg& arg);
+  // Turns a pushed argument into a value view. In-store objects come from `pinned` (in
+  // the order CollectStoreIds lists them), or are pinned one by one when it is null.
+  absl::StatusOr<internal::ValueView> ResolveArg(const proto::TaskArg& arg,
+                                                 std::deque<internal::ValueView>* pinned = nullptr);
+  // The in-store objects among `args`, in argument order (lists' elements in place).
+  static std::vector<ObjectId> CollectStoreIds(
+      const google::protobuf::RepeatedPtrField<proto::TaskArg>& args);
   // Stores a result: inline in `reply`, or in the store under the return id.
   absl::Status StoreResult(const proto::TaskSpec& spec, internal::EncodedValue result,
                            proto::PushTaskReply* reply);

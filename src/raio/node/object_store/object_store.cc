@@ -153,6 +153,12 @@ ObjectStoreStats ObjectStore::stats() const {
   return s;
 }
 
+std::optional<uint64_t> ObjectStore::SizeOf(const ObjectId& id) const {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return std::nullopt;
+  return it->second.size;
+}
+
 std::vector<ObjectInfo> ObjectStore::List() const {
   std::vector<ObjectInfo> out;
   out.reserve(objects_.size());

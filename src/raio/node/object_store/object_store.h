@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -136,6 +137,10 @@ class ObjectStore {
   ObjectStoreStats stats() const;
   // Every object, ordered by id.
   std::vector<ObjectInfo> List() const;
+  // The payload size in bytes of object `id` (sealed, unsealed or spilled); nullopt when
+  // unknown.
+  std::optional<uint64_t> SizeOf(const ObjectId& id) const;
+  uint64_t capacity_bytes() const { return allocator_.capacity(); }
 
  private:
   struct Entry {

@@ -1,11 +1,10 @@
 #include "raio/node/worker_pool/worker_pool.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -231,7 +230,8 @@ std::vector<WorkerId> WorkerPool::Reap() {
     pid_t r = ::waitpid(w.pid, &status, WNOHANG);
     if (r == w.pid) {
       RAIO_LOG_INFO("worker {} (pid {}) exited with status {}", id.Hex(), w.pid, status);
-      if (w.state == WorkerProcess::State::kStarting) NoteStartFailure(w, DescribeExit(w.pid, status));
+      if (w.state == WorkerProcess::State::kStarting)
+        NoteStartFailure(w, DescribeExit(w.pid, status));
       exits_.push_back({id, w.pid, status, RunningTask(id)});
       w.pid = -1;
       gone.push_back(id);

@@ -21,16 +21,16 @@ WorkerStderr::WorkerStderr(boost::asio::io_context& io, int read_fd) : pipe_(io,
 
 void WorkerStderr::ReadMore() {
   if (!pipe_.is_open()) return;
-  pipe_.async_read_some(boost::asio::buffer(buf_),
-                        [self = shared_from_this()](const boost::system::error_code& ec,
-                                                    std::size_t n) {
-                          if (n > 0) self->Consume(self->buf_.data(), n);
-                          if (ec) {
-                            self->Close();  // EOF: every writer is gone
-                            return;
-                          }
-                          self->ReadMore();
-                        });
+  pipe_.async_read_some(
+      boost::asio::buffer(buf_),
+      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+        if (n > 0) self->Consume(self->buf_.data(), n);
+        if (ec) {
+          self->Close();  // EOF: every writer is gone
+          return;
+        }
+        self->ReadMore();
+      });
 }
 
 void WorkerStderr::Drain() {
