@@ -152,10 +152,18 @@ std::vector<T> Get(const std::vector<ObjectRef<T>>& refs,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<T> out;
   out.reserve(refs.size());
-  for (const auto& ref : refs) {
+  for (std::size_t i = 0; i < refs.size(); ++i) {
     auto left = std::chrono::duration_cast<std::chrono::microseconds>(
         deadline - std::chrono::steady_clock::now());
-    out.push_back(ref.Get(std::max(left, std::chrono::microseconds(0))));
+    try {
+      out.push_back(refs[i].Get(std::max(left, std::chrono::microseconds(0))));
+    } catch (const GetTimeoutError& e) {
+      throw GetTimeoutError(
+          "raio::Get: " + std::to_string(refs.size() - i) + " of " + std::to_string(refs.size()) +
+          " objects were not ready within " +
+          std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count()) +
+          " us; the first: " + e.what());
+    }
   }
   return out;
 }

@@ -122,7 +122,12 @@ int64_t TotalBytes2(std::vector<uint8_t> a, std::vector<uint8_t> b) {
 int64_t TotalBytes3(std::vector<uint8_t> a, std::vector<uint8_t> b, std::vector<uint8_t> c) {
   return static_cast<int64_t>(a.size() + b.size() + c.size());
 }
-RAIO_REMOTE(TotalBytes2, TotalBytes3);
+// Holds its argument pinned for `ms`, then returns its size.
+int64_t HoldBytes(std::vector<uint8_t> a, int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return static_cast<int64_t>(a.size()) + a.back();
+}
+RAIO_REMOTE(TotalBytes2, TotalBytes3, HoldBytes);
 
 class RegressionTest : public ::testing::Test {
  protected:
@@ -159,6 +164,23 @@ TEST_F(RegressionTest, TasksNeverQueueBehindABusyWorkerWhileCpusAreFree) {
   for (auto& r : refs) EXPECT_TRUE(r.Get(60s));
 }
 
+// The same after bursts of thousands of quick tasks, with rounds of 2, 3 and 4 tasks that
+// wait for each other (the node looked full while the burst's idle workers were kept).
+TEST_F(RegressionTest, RendezvousRoundsAfterBurstsOfQuickTasksAllMeet) {
+  for (int burst = 0; burst < 3; ++burst) {
+    std::vector<raio::ObjectRef<int>> quick;
+    for (int i = 0; i < 5000; ++i) quick.push_back(raio::Task(Add).Remote(i, 1));
+    for (int i = 0; i < 5000; ++i) ASSERT_EQ(quick[i].Get(60s), i + 1);
+    for (int n = 2; n <= 4; ++n) {
+      const std::string meet = dir_ / ("meet-" + std::to_string(burst) + "-" + std::to_string(n));
+      std::filesystem::create_directories(meet);
+      std::vector<raio::ObjectRef<bool>> refs;
+      for (int i = 0; i < n; ++i) refs.push_back(raio::Task(Rendezvous).Remote(meet, i, n));
+      for (auto& r : refs) EXPECT_TRUE(r.Get(60s)) << "burst " << burst << ", " << n << " tasks";
+    }
+  }
+}
+
 // 2. Tasks whose arguments fit the store failed with ObjectStoreFullError because another
 // task's pinned arguments filled it.
 TEST_F(RegressionTest, TaskWaitsForStoreRoomWhenOthersPinnedArgumentsFillIt) {
@@ -193,6 +215,24 @@ TEST_F(RegressionTest, TaskWaitsForStoreRoomWhenOthersPinnedArgumentsFillIt) {
     EXPECT_NE(what.find("104857664, 104857664, 104857664 bytes"), std::string::npos) << what;
     EXPECT_NE(what.find("capacity of 268435456 bytes"), std::string::npos) << what;
   }
+}
+
+// 2, as users met it: a third task's by-value argument could not be put while two running
+// tasks pinned theirs, and Remote() threw ObjectStoreFullError at once.
+TEST_F(RegressionTest, PutWaitsForRoomWhileRunningTasksPinTheStore) {
+  raio::Shutdown();
+  raio::InitOptions options;
+  options.num_cpus = 2;
+  options.object_store_memory_bytes = 256ull << 20;
+  raio::Init(options);
+  constexpr std::size_t kMiB120 = 120u << 20;
+  auto a = raio::Task(HoldBytes).Remote(std::vector<uint8_t>(kMiB120, 1), 1500);
+  auto b = raio::Task(HoldBytes).Remote(std::vector<uint8_t>(kMiB120, 2), 1500);
+  std::this_thread::sleep_for(500ms);  // both run, pinning 240 MiB
+  auto c = raio::Task(HoldBytes).Remote(std::vector<uint8_t>(kMiB120, 3), 0);
+  EXPECT_EQ(a.Get(120s), static_cast<int64_t>(kMiB120) + 1);
+  EXPECT_EQ(b.Get(120s), static_cast<int64_t>(kMiB120) + 2);
+  EXPECT_EQ(c.Get(120s), static_cast<int64_t>(kMiB120) + 3);
 }
 
 // 3. Workers that exited during start-up left tasks waiting forever.
@@ -315,6 +355,7 @@ TEST_F(RegressionTest, TaskReadingAnObjectWhoseOwnerDiedGetsOwnerDiedError) {
           return false;
         } catch (const raio::OwnerDiedError& e) {
           EXPECT_NE(std::string(e.what()).find("owner"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("died"), std::string::npos) << e.what();
           return true;
         } catch (const raio::RaioException& e) {
           ADD_FAILURE() << "expected OwnerDiedError, got: " << e.what();

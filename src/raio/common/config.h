@@ -64,6 +64,18 @@ inline int MaxWorkerStartFailures() {
   }();
   return value;
 }
+// A Put (raio::Put, a by-value task argument, a task result) that finds the object store
+// full of pinned objects waits this long for room before ObjectStoreFullError
+// [RAIO_OBJECT_STORE_FULL_WAIT_MS; 0 fails at once].
+inline constexpr std::chrono::milliseconds kDefaultObjectStoreFullWait{30000};
+inline std::chrono::milliseconds ObjectStoreFullWait() {
+  static const std::chrono::milliseconds value = [] {
+    const char* env = std::getenv("RAIO_OBJECT_STORE_FULL_WAIT_MS");
+    if (env == nullptr || *env == '\0') return kDefaultObjectStoreFullWait;
+    return std::chrono::milliseconds(std::strtoll(env, nullptr, 10));
+  }();
+  return value;
+}
 // A worker that has not registered this long after its start is killed.
 inline constexpr std::chrono::milliseconds kWorkerStartTimeout{30000};
 // Values of at least this many bytes go to the node's shared-memory object store;

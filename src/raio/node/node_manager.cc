@@ -108,6 +108,7 @@ void NodeManager::ArmReapTimer() {
   reap_timer_->async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
     ReapWorkers();
+    if (store_) store_->ExpireWaiting();
     ArmReapTimer();
   });
 }

@@ -45,14 +45,12 @@ bool ObjectStoreService::Handle(const std::shared_ptr<rpc::Connection>& conn, Cl
     case proto::CREATE_OBJECT: {
       proto::CreateObjectRequest req;
       if (!parse(req)) return true;
-      ObjectId id = ObjectId::FromBinary(req.object_id());
-      auto loc = store_->CreateObject(id, req.size_bytes(), client);
-      if (loc.ok()) {
-        WorkerId owner = WorkerId::FromBinary(req.owner_worker_id());
-        owned_[owner].insert(id);
-        owner_of_[id] = owner;
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(req.wait_ms());
+      PendingCreate p{conn, h, client, std::move(req), deadline};
+      if (!TryCreate(p, /*final=*/p.request.wait_ms() == 0)) {
+        pending_creates_.push_back(std::move(p));
       }
-      reply_location(loc);
       return true;
     }
     case proto::SEAL_OBJECT: {
@@ -123,6 +121,36 @@ absl::Status ObjectStoreService::PinError(const ObjectId& id, const absl::Status
       "object ", id.Hex(), " was deleted when its owner, worker ", dead->second.Hex(), ", died"));
 }
 
+bool ObjectStoreService::TryCreate(PendingCreate& p, bool final) {
+  ObjectId id = ObjectId::FromBinary(p.request.object_id());
+  auto loc = store_->CreateObject(id, p.request.size_bytes(), p.client);
+  if (!loc.ok()) {
+    // No room now, but there could be once readers unpin (larger than the store is refused
+    // by the client before it asks): wait, unless the wait is over.
+    bool may_fit = p.request.size_bytes() <= store_->capacity_bytes();
+    if (loc.status().code() == absl::StatusCode::kResourceExhausted && may_fit && !final) {
+      return false;
+    }
+    absl::Status s = loc.status();
+    if (s.code() == absl::StatusCode::kResourceExhausted && p.request.wait_ms() > 0) {
+      s = absl::ResourceExhaustedError(
+          absl::StrCat(s.message(), "; waited ", p.request.wait_ms(),
+                       " ms for room (objects pinned by running tasks and views hold it; "
+                       "RAIO_OBJECT_STORE_FULL_WAIT_MS sets the wait)"));
+    }
+    p.conn->ReplyError(p.header, s);
+    return true;
+  }
+  WorkerId owner = WorkerId::FromBinary(p.request.owner_worker_id());
+  owned_[owner].insert(id);
+  owner_of_[id] = owner;
+  proto::ObjectLocationReply reply;
+  reply.set_offset(loc->offset);
+  reply.set_size_bytes(loc->size);
+  p.conn->Reply(p.header, reply);
+  return true;
+}
+
 bool ObjectStoreService::TryPinAll(PendingPins& p) {
   // Sizes first: arguments that can never fit together fail now, with every size.
   uint64_t total = 0;
@@ -175,12 +203,22 @@ bool ObjectStoreService::TryPinAll(PendingPins& p) {
 }
 
 void ObjectStoreService::RetryPendingPins() {
-  if (pending_pins_.empty()) return;
-  std::deque<PendingPins> waiting;
-  waiting.swap(pending_pins_);
-  for (auto& p : waiting) {
-    if (p.conn->closed() || !TryPinAll(p)) {
-      if (!p.conn->closed()) pending_pins_.push_back(std::move(p));
+  if (!pending_pins_.empty()) {
+    std::deque<PendingPins> waiting;
+    waiting.swap(pending_pins_);
+    for (auto& p : waiting) {
+      if (p.conn->closed() || !TryPinAll(p)) {
+        if (!p.conn->closed()) pending_pins_.push_back(std::move(p));
+      }
+    }
+  }
+  if (!pending_creates_.empty()) {
+    const auto now = std::chrono::steady_clock::now();
+    std::deque<PendingCreate> waiting;
+    waiting.swap(pending_creates_);
+    for (auto& p : waiting) {
+      if (p.conn->closed()) continue;
+      if (!TryCreate(p, /*final=*/now >= p.deadline)) pending_creates_.push_back(std::move(p));
     }
   }
 }
@@ -191,25 +229,25 @@ void ObjectStoreService::OnPeerGone(ClientId client, const WorkerId& owner) {
   pending_pins_.erase(std::remove_if(pending_pins_.begin(), pending_pins_.end(),
                                      [client](const PendingPins& p) { return p.client == client; }),
                       pending_pins_.end());
-  struct Retry {
-    ObjectStoreService* self;
-    ~Retry() { self->RetryPendingPins(); }
-  } retry{this};
-  if (owner.IsNil()) return;
-  auto it = owned_.find(owner);
-  if (it == owned_.end()) return;
-  std::set<ObjectId> ids = std::move(it->second);
-  owned_.erase(it);
-  for (const auto& id : ids) {
-    store_->Delete(id);
-    owner_of_.erase(id);
-    // Remembered (boundedly), so that a later reader learns the owner died.
-    if (dead_owner_of_.emplace(id, owner).second) dead_order_.push_back(id);
-    if (dead_order_.size() > kMaxRememberedDeadOwnerObjects) {
-      dead_owner_of_.erase(dead_order_.front());
-      dead_order_.pop_front();
+  pending_creates_.erase(
+      std::remove_if(pending_creates_.begin(), pending_creates_.end(),
+                     [client](const PendingCreate& p) { return p.client == client; }),
+      pending_creates_.end());
+  if (auto it = owner.IsNil() ? owned_.end() : owned_.find(owner); it != owned_.end()) {
+    std::set<ObjectId> ids = std::move(it->second);
+    owned_.erase(it);
+    for (const auto& id : ids) {
+      store_->Delete(id);
+      owner_of_.erase(id);
+      // Remembered (boundedly), so that a later reader learns the owner died.
+      if (dead_owner_of_.emplace(id, owner).second) dead_order_.push_back(id);
+      if (dead_order_.size() > kMaxRememberedDeadOwnerObjects) {
+        dead_owner_of_.erase(dead_order_.front());
+        dead_order_.pop_front();
+      }
     }
   }
+  RetryPendingPins();
 }
 
 void ObjectStoreService::FillStats(proto::ObjectStoreStats* out) const {

@@ -36,6 +36,8 @@ class ObjectStoreService {
   // A peer disconnected: drop its pins and unsealed objects; if it owned objects
   // (`owner` not nil), delete them.
   void OnPeerGone(ClientId client, const WorkerId& owner);
+  // Fails waiting CREATE_OBJECT requests whose wait is over; call periodically.
+  void ExpireWaiting() { RetryPendingPins(); }
 
   const std::string& shm_path() const { return store_->shm_path(); }
   uint64_t capacity_bytes() const { return store_->region().size(); }
@@ -43,6 +45,14 @@ class ObjectStoreService {
   proto::ObjectList List() const;
 
  private:
+  // A CREATE_OBJECT request waiting for room, until `deadline`.
+  struct PendingCreate {
+    std::shared_ptr<rpc::Connection> conn;
+    rpc::FrameHeader header;
+    ClientId client = 0;
+    proto::CreateObjectRequest request;
+    std::chrono::steady_clock::time_point deadline;
+  };
   // A PIN_OBJECTS request waiting for room.
   struct PendingPins {
     std::shared_ptr<rpc::Connection> conn;
@@ -61,8 +71,12 @@ class ObjectStoreService {
   // Pins all of `p.ids` or none and replies; false (nothing pinned, no reply) when they
   // do not fit now but may later.
   bool TryPinAll(PendingPins& p);
-  // Retries waiting PIN_OBJECTS requests in order (room may have been made).
+  // Retries waiting PIN_OBJECTS and CREATE_OBJECT requests in order (room may have been
+  // made); creates past their deadline fail with the store's figures.
   void RetryPendingPins();
+  // Creates the object and replies; false (no reply) when there is no room now but the
+  // request may wait for it (`final`: fail instead).
+  bool TryCreate(PendingCreate& p, bool final);
 
   std::unique_ptr<ObjectStore> store_;
   std::map<WorkerId, std::set<ObjectId>> owned_;
@@ -74,6 +88,7 @@ class ObjectStoreService {
   std::map<ObjectId, WorkerId> dead_owner_of_;
   std::deque<ObjectId> dead_order_;
   std::deque<PendingPins> pending_pins_;
+  std::deque<PendingCreate> pending_creates_;
 };
 
 }  // namespace raio::node

@@ -187,15 +187,16 @@ std::shared_ptr<rpc::Connection> CoreWorker::OwnerConnectionLocked(const std::st
 void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
   if (e.fetch_requested || e.ready) return;
   e.fetch_requested = true;
-  auto conn = OwnerConnectionLocked(e.owner_address);
+  auto conn = OwnerConnectionLocked(e.owner_address, /*quiet=*/true);
   auto fail = [this, id](const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     submitter_.OnDependenciesReady(objects_.SetError(id, MakeError(proto::OWNER_DIED, why)));
     completions_.fetch_add(1, std::memory_order_release);
     ready_cv_.SignalAll();
   };
   if (!conn) {
-    fail(absl::StrCat("the owner of object ", id.Hex(), " (", e.owner_address,
-                      ") cannot be reached; it may have exited"));
+    fail(absl::StrCat("the owner of object ", id.Hex(), ", worker ", e.owner_id.Hex(),
+                      ", died: its owner service (", e.owner_address,
+                      ") is gone, and the object with it"));
     return;
   }
   proto::GetObjectRequest req;

@@ -80,7 +80,11 @@ absl::Status StoreClient::Put(const ObjectId& id, const WorkerId& owner,
   create.set_object_id(id.Binary());
   create.set_size_bytes(kHeaderBytes + size);
   create.set_owner_worker_id(owner.Binary());
-  auto reply = rpc::CallSync(*node_, proto::CREATE_OBJECT, create, config::kControlRpcTimeout);
+  const std::chrono::milliseconds wait =
+      std::max(config::ObjectStoreFullWait(), std::chrono::milliseconds(0));
+  create.set_wait_ms(static_cast<uint64_t>(wait.count()));
+  auto reply =
+      rpc::CallSync(*node_, proto::CREATE_OBJECT, create, wait + config::kControlRpcTimeout);
   if (!reply.ok()) return reply.status();
   proto::ObjectLocationReply loc;
   if (!loc.ParseFromString(*reply) || loc.offset() + kHeaderBytes + size > mapping_->size) {

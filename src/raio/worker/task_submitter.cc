@@ -173,9 +173,10 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
   }
   // Fill the least-loaded leases first so that work spreads over workers. An idle worker
   // always takes a task; a busy one only takes tasks beyond those that the lease requests
-  // already on their way to the node will serve (a task queued behind a running one could
-  // wait for it: when tasks wait for each other, that is a deadlock).
-  const std::size_t open_requests = cls->pending_requests.size() - cls->cancelling.size();
+  // this class keeps open (up to kMaxPendingLeaseRequestsPerClass) will serve: a task
+  // queued behind a running one could wait for it, and when tasks wait for each other,
+  // that is a deadlock.
+  const auto max_requests = static_cast<std::size_t>(config::kMaxPendingLeaseRequestsPerClass);
   while (!cls->queue.empty()) {
     std::shared_ptr<LeaseState> best;
     for (auto& [id, lease] : cls->leases) {
@@ -183,7 +184,7 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
       if (!best || lease->in_flight < best->in_flight) best = lease;
     }
     if (!best) break;
-    if (best->in_flight > 0 && cls->queue.size() <= open_requests) break;
+    if (best->in_flight > 0 && cls->queue.size() <= max_requests) break;
     TaskEntry* t = cls->queue.front();
     cls->queue.pop_front();
     PushTask(best, t);
@@ -548,6 +549,7 @@ void TaskSubmitter::ReturnIdleLeases(SchedulingClass* wanting) {
       if (!lease->dead && lease->in_flight == 0) idle.push_back(lease);
     }
     for (auto& lease : idle) ReturnLease(cls.get(), lease);
+    if (!idle.empty()) wanting->saturated = false;  // their resources are free now
   }
 }
 
@@ -603,7 +605,12 @@ std::string TaskSubmitter::DescribePending(const ObjectId& id) const {
   if (it == by_return_.end()) return "";
   const TaskEntry& t = *it->second;
   const std::string& fn = t.request.spec().function_name();
-  if (t.pushed_to) return absl::StrCat(fn, " is running on a worker and keeps running");
+  if (t.pushed_to) {
+    return absl::StrCat(fn, " was sent to a worker (which runs ", t.pushed_to->in_flight,
+                        t.pushed_to->in_flight == 1 ? " task" : " tasks",
+                        " in order): it runs, waits its turn there, or waits for its "
+                        "arguments to fit in the object store; it keeps going");
+  }
   if (t.unresolved > 0) {
     return absl::StrCat(fn, " is waiting for ", t.unresolved,
                         t.unresolved == 1 ? " ObjectRef argument" : " ObjectRef arguments",
