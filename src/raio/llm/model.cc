@@ -9,6 +9,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "raio/llm/paged_attention.h"
 
 namespace raio::llm {
 namespace {
@@ -152,8 +153,12 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
   const int bs = m.options.block_size;
   if (batch.empty()) return std::vector<float>();
   std::vector<int64_t> tokens, positions, slots, last_rows;
+  std::vector<internal::QueryToken> queries;
   // Sequences with the same number of new tokens share one attention computation.
-  std::map<size_t, std::vector<size_t>> groups;
+  // Decodes are also split by context length in buckets of kDecodeBucket tokens, so that
+  // a short sequence is not padded to the longest one's context.
+  constexpr int64_t kDecodeBucket = 128;
+  std::map<std::pair<size_t, int64_t>, std::vector<size_t>> groups;
   for (size_t i = 0; i < batch.size(); ++i) {
     const SequenceChunk& s = batch[i];
     const int64_t end = int64_t{s.start_pos} + static_cast<int64_t>(s.tokens.size());
@@ -180,9 +185,10 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
       tokens.push_back(s.tokens[k]);
       positions.push_back(pos);
       slots.push_back(int64_t{s.block_table[pos / bs]} * bs + pos % bs);
+      queries.push_back({pos, s.block_table.data()});
     }
     last_rows.push_back(static_cast<int64_t>(tokens.size()) - 1);
-    groups[s.tokens.size()].push_back(i);
+    groups[{s.tokens.size(), s.tokens.size() == 1 ? end / kDecodeBucket : 0}].push_back(i);
   }
   const at::Device& dev = m.device;
   const int64_t T = static_cast<int64_t>(tokens.size());
@@ -201,7 +207,10 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
     row_start[i] = static_cast<int64_t>(r);
     r += batch[i].tokens.size();
   }
-  for (const auto& [q, members] : groups) {
+  const bool cpu = m.device.is_cpu();
+  for (const auto& [key, members] : groups) {
+    if (cpu) break;  // PagedAttentionCpu needs no plan
+    const size_t q = key.first;
     Group g;
     g.B = static_cast<int64_t>(members.size());
     g.Q = static_cast<int64_t>(q);
@@ -242,6 +251,9 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
     layer.k_cache.index_copy_(0, slot_t, k);
     layer.v_cache.index_copy_(0, slot_t, parts[2].reshape({T, KVH, hs}));
     at::Tensor attn;
+    if (cpu) {
+      attn = internal::PagedAttentionCpu(q, layer.k_cache, layer.v_cache, queries, bs);
+    }
     for (const Group& g : plan) {
       at::Tensor kk = layer.k_cache.index_select(0, g.gather).view({g.B, g.K, KVH, hs});
       at::Tensor vv = layer.v_cache.index_select(0, g.gather).view({g.B, g.K, KVH, hs});
