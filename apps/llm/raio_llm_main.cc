@@ -2,24 +2,35 @@
 //
 //   raio llm serve --model DIR [--host H] [--port P] [--max-num-seqs N]
 //                  [--max-num-batched-tokens N] [--kv-cache-bytes B] [--max-queued N]
-//                  [--device cpu|cuda:0] [--threads N]
+//                  [--device cpu|cuda:0] [--threads N] [--in-process]
+//                  [--address HOST:PORT|auto]
 //   raio llm convert --model DIR --out DIR --to hf|llama2c
 //   raio llm generate --model DIR [--prompt TEXT] [--max-tokens N] [--temperature T]
 //
 // `serve` prints "raio llm serve: listening on HOST:PORT" once bound (with --port 0 the
-// port chosen) and serves until SIGINT or SIGTERM. Usage errors exit 2.
+// port chosen) and serves until SIGINT or SIGTERM. The engine runs in a raio actor
+// (asking for 1 CPU) on the cluster at --address / RAIO_ADDRESS, else on an embedded
+// one-node cluster; --in-process runs it in this process instead. Usage errors exit 2.
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 
+#include <raio/raio.h>
+
 #include "raio/llm/engine.h"
+#include "raio/llm/engine_actor.h"
 #include "raio/llm/model.h"
 #include "raio/llm/model_dir.h"
 #include "raio/llm/openai_server.h"
 
 namespace {
+
+int g_signal_pipe[2] = {-1, -1};
 
 int Fail(const absl::Status& s) {
   std::cerr << "raio llm: " << s << "\n";
@@ -27,37 +38,67 @@ int Fail(const absl::Status& s) {
 }
 
 int Serve(const std::string& model_dir, const raio::llm::EngineConfig& config,
-          const raio::llm::ServerOptions& server_options, int threads) {
-  // Block the signals before any thread starts, then wait for one on this thread.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+          const raio::llm::ServerOptions& server_options, int threads, bool in_process,
+          const std::string& address) {
+  // SIGINT / SIGTERM write to a pipe this thread waits on. (Handlers, not a blocked
+  // mask: worker processes the cluster starts inherit a mask, not handlers.)
+  if (pipe(g_signal_pipe) != 0) return Fail(absl::InternalError("pipe failed"));
+  struct sigaction sa = {};
+  sa.sa_handler = [](int) {
+    char c = 1;
+    (void)!write(g_signal_pipe[1], &c, 1);
+  };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  raio::llm::SetTorchThreads(threads);
-  absl::StatusOr<raio::llm::LoadedModel> model = raio::llm::LoadModelDir(model_dir);
-  if (!model.ok()) return Fail(model.status());
-  auto engine = raio::llm::Engine::Create(*std::move(model), config);
-  if (!engine.ok()) return Fail(engine.status());
-  (*engine)->Start();
-  raio::llm::OpenAiServer server(engine->get(), server_options);
+  std::unique_ptr<raio::llm::Engine> local_engine;
+  std::unique_ptr<raio::llm::EngineClient> client;
+  int num_blocks = 0;
+  if (in_process) {
+    raio::llm::SetTorchThreads(threads);
+    absl::StatusOr<raio::llm::LoadedModel> model = raio::llm::LoadModelDir(model_dir);
+    if (!model.ok()) return Fail(model.status());
+    auto engine = raio::llm::Engine::Create(*std::move(model), config);
+    if (!engine.ok()) return Fail(engine.status());
+    local_engine = *std::move(engine);
+    local_engine->Start();
+    num_blocks = local_engine->Stats().num_blocks;
+    client = std::make_unique<raio::llm::LocalEngineClient>(local_engine.get());
+  } else {
+    raio::InitOptions init;
+    init.address = address;
+    raio::Init(init);
+    auto actor = raio::llm::ActorEngineClient::Create(
+        {.model_dir = model_dir, .engine = config, .torch_threads = threads});
+    if (!actor.ok()) {
+      raio::Shutdown();
+      return Fail(actor.status());
+    }
+    client = *std::move(actor);
+  }
+  raio::llm::OpenAiServer server(client.get(), server_options);
   absl::StatusOr<int> port = server.Start();
   if (!port.ok()) return Fail(port.status());
-  std::printf("raio llm serve: model %s (%d KV blocks of %d tokens) listening on %s:%d\n",
-              (*engine)->model_name().c_str(), (*engine)->Stats().num_blocks, config.block_size,
+  std::printf("raio llm serve: model %s (engine %s%s) listening on %s:%d\n",
+              client->model_name().c_str(), in_process ? "in-process" : "in a raio actor",
+              in_process ? (", " + std::to_string(num_blocks) + " KV blocks").c_str() : "",
               server_options.host.c_str(), *port);
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&set, &sig);
+  char c;
+  while (read(g_signal_pipe[0], &c, 1) < 0 && errno == EINTR) {
+  }
   server.Stop();
-  (*engine)->Stop();
+  client.reset();
+  if (local_engine) local_engine->Stop();
+  if (!in_process) raio::Shutdown();
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // In a raio worker (the engine actor's process) this runs the worker and never returns.
+  if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);
   CLI::App app{"raio llm: LLM serving (continuous batching, OpenAI-compatible API)"};
   app.require_subcommand(1);
   std::string model_dir;
@@ -77,6 +118,10 @@ int main(int argc, char** argv) {
                     "queued requests beyond max-num-seqs before 503");
   serve->add_option("--device", config.device, "torch device");
   serve->add_option("--threads", threads, "libtorch intra-op threads");
+  bool in_process = false;
+  std::string address;
+  serve->add_flag("--in-process", in_process, "run the engine in this process, not in an actor");
+  serve->add_option("--address", address, "raio cluster (HOST:PORT or auto) [embedded]");
 
   std::string out_dir, to;
   auto* convert = app.add_subcommand("convert", "convert a model directory between layouts");
@@ -95,7 +140,7 @@ int main(int argc, char** argv) {
   generate->add_option("--temperature", params.temperature, "0: greedy");
   CLI11_PARSE(app, argc, argv);
 
-  if (*serve) return Serve(model_dir, config, server_options, threads);
+  if (*serve) return Serve(model_dir, config, server_options, threads, in_process, address);
   if (*convert) {
     absl::Status s = raio::llm::ConvertModelDir(
         model_dir, out_dir,

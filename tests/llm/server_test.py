@@ -3,7 +3,8 @@
 and python3-aiohttp (64 concurrent streams), plus bad input and a client that leaves
 mid-stream. Starts the server on port 0 in a temp dir and always stops it.
 
-usage: server_test.py RAIO_LLM_BINARY MODEL_DIR
+usage: server_test.py RAIO_LLM_BINARY MODEL_DIR [SERVE FLAGS...]
+(the engine runs in a raio actor unless the flags say --in-process)
 """
 import asyncio
 import json
@@ -20,6 +21,7 @@ import aiohttp
 import requests
 
 BINARY, MODEL = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+EXTRA_FLAGS = sys.argv[3:]
 KNOWN = ("Once upon a time, there was a little girl named Lily. She loved to play outside "
          "in the park. One day, she saw a big, red ball. She wanted to play with it, but it "
          "was too high")
@@ -32,7 +34,7 @@ def start_server():
     tmp = tempfile.mkdtemp(prefix="raio-llm-server-test-")
     SERVER = subprocess.Popen(
         [BINARY, "serve", "--model", MODEL, "--port", "0", "--max-num-seqs", "64",
-         "--max-queued", "8"],
+         "--max-queued", "8"] + EXTRA_FLAGS,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp)
     deadline = time.time() + 60
     while time.time() < deadline:

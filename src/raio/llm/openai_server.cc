@@ -22,12 +22,6 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using nlohmann::json;
 
-// Outputs of one request, pushed by the engine's step thread.
-struct Channel {
-  absl::Mutex mu;
-  std::deque<RequestOutput> outputs ABSL_GUARDED_BY(mu);
-};
-
 // Whether the peer closed its side (EOF or an error), without consuming pipelined data.
 bool ClientGone(int fd) {
   pollfd p{fd, POLLIN | POLLRDHUP, 0};
@@ -37,14 +31,16 @@ bool ClientGone(int fd) {
   return ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-// Waits up to 100 ms for outputs and takes them all.
-std::deque<RequestOutput> TakeOutputs(Channel& ch) {
-  absl::MutexLock l(&ch.mu);
-  auto ready = [](std::deque<RequestOutput>* q) { return !q->empty(); };
-  ch.mu.AwaitWithTimeout(absl::Condition(+ready, &ch.outputs), absl::Milliseconds(100));
-  std::deque<RequestOutput> out;
-  out.swap(ch.outputs);
-  return out;
+// Waits up to 100 ms for outputs and takes them all; an error (the engine lost the
+// request) comes back as a finished output carrying it.
+std::vector<RequestOutput> TakeOutputs(EngineClient* engine, const std::string& id) {
+  absl::StatusOr<std::vector<RequestOutput>> outs = engine->Poll(id, absl::Milliseconds(100));
+  if (outs.ok()) return *std::move(outs);
+  RequestOutput o;
+  o.finished = true;
+  o.finish_reason = FinishReason::kAbort;
+  o.error = outs.status();
+  return {o};
 }
 
 }  // namespace
@@ -61,7 +57,7 @@ struct OpenAiServer::Connection {
   std::atomic<bool> done{false};
 };
 
-OpenAiServer::OpenAiServer(Engine* engine, ServerOptions options)
+OpenAiServer::OpenAiServer(EngineClient* engine, ServerOptions options)
     : engine_(engine), options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
 
 OpenAiServer::~OpenAiServer() { Stop(); }
@@ -145,7 +141,7 @@ using Request = http::request<http::string_body>;
 
 class Exchange {
  public:
-  Exchange(tcp::socket& s, Engine* engine) : socket_(s), engine_(engine) {}
+  Exchange(tcp::socket& s, EngineClient* engine) : socket_(s), engine_(engine) {}
 
   // Answers one request; returns whether the connection may serve another.
   bool Handle(const Request& req) {
@@ -158,13 +154,13 @@ class Exchange {
     if (target == "/health" && get) return Send(http::status::ok, "text/plain", "");
     if (target == "/metrics" && get) {
       return Send(http::status::ok, "text/plain; version=0.0.4",
-                  engine_->metrics().Render(engine_->model_name()));
+                  engine_->Metrics());
     }
     if (target == "/v1/models" && get) {
       const std::string& id = engine_->model_name();
       json m = {{"id", id},           {"object", "model"},      {"created", std::time(nullptr)},
                 {"owned_by", "raio"}, {"root", id},             {"parent", nullptr},
-                {"max_model_len", engine_->model_config().max_seq_len}};
+                {"max_model_len", engine_->max_model_len()}};
       return SendJson(200, {{"object", "list"}, {"data", json::array({m})}});
     }
     if ((target == "/v1/completions" || target == "/v1/chat/completions") && post) {
@@ -207,15 +203,10 @@ class Exchange {
     ApiRequest ar;
     ApiError err;
     if (!ParseApiRequest(body, chat, engine_->model_name(), engine_->tokenizer(),
-                         static_cast<int>(engine_->model_config().max_seq_len), &ar, &err)) {
+                         engine_->max_model_len(), &ar, &err)) {
       return SendError(err);
     }
-    auto ch = std::make_shared<Channel>();
-    absl::StatusOr<std::string> id =
-        engine_->AddRequest(ar.prompt, ar.params, [ch](const RequestOutput& o) {
-          absl::MutexLock l(&ch->mu);
-          ch->outputs.push_back(o);
-        });
+    absl::StatusOr<std::string> id = engine_->Submit(ar.prompt, ar.params);
     if (!id.ok()) {
       const bool busy = id.status().code() == absl::StatusCode::kResourceExhausted;
       const bool bad = id.status().code() == absl::StatusCode::kInvalidArgument;
@@ -232,7 +223,7 @@ class Exchange {
     if (!ar.stream) {
       ApiResult res;
       for (;;) {
-        std::deque<RequestOutput> outs = TakeOutputs(*ch);
+        std::vector<RequestOutput> outs = TakeOutputs(engine_, *id);
         if (outs.empty() && ClientGone(fd)) {
           engine_->Abort(*id);
           return false;
@@ -260,7 +251,7 @@ class Exchange {
     }
     bool first = true;
     for (;;) {
-      std::deque<RequestOutput> outs = TakeOutputs(*ch);
+      std::vector<RequestOutput> outs = TakeOutputs(engine_, *id);
       if (outs.empty() && ClientGone(fd)) {
         engine_->Abort(*id);
         return false;
@@ -295,7 +286,7 @@ class Exchange {
   }
 
   tcp::socket& socket_;
-  Engine* engine_;
+  EngineClient* engine_;
   bool keep_alive_ = true;
   unsigned version_ = 11;
 };

@@ -1,8 +1,8 @@
-// The OpenAI-compatible HTTP front of an Engine (Boost.Beast, HTTP/1.1): POST
+// The OpenAI-compatible HTTP front of an engine (an EngineClient: in-process or in an actor) (Boost.Beast, HTTP/1.1): POST
 // /v1/completions and /v1/chat/completions (JSON, or server-sent events with
 // `stream: true`), GET /v1/models, /health and /metrics (Prometheus text, vLLM names).
-// One thread per connection: a connection blocks only on its own socket and on its
-// request's outputs, which the engine's step thread pushes to it. A client that goes
+// One thread per connection: a connection blocks only on its own socket and on polling
+// its request's outputs. A client that goes
 // away (stream write fails, or the socket reads EOF while it waits) has its request
 // aborted, which frees its KV blocks at the next step.
 //
@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "raio/llm/engine.h"
+#include "raio/llm/engine_client.h"
 
 namespace raio::llm {
 
@@ -30,8 +30,8 @@ struct ServerOptions {
 
 class OpenAiServer {
  public:
-  // `engine` must outlive the server and be started.
-  OpenAiServer(Engine* engine, ServerOptions options);
+  // `engine` must outlive the server.
+  OpenAiServer(EngineClient* engine, ServerOptions options);
   ~OpenAiServer();  // Stop()
 
   // Binds and starts accepting. Returns the bound port. Unavailable when the address
@@ -46,7 +46,7 @@ class OpenAiServer {
   void Serve(Connection* c);
   void ReapFinished() ABSL_LOCKS_EXCLUDED(mu_);
 
-  Engine* engine_;
+  EngineClient* engine_;
   ServerOptions options_;
   struct Impl;
   std::unique_ptr<Impl> impl_;
