@@ -35,11 +35,17 @@ void Attend(const T* q, const T* k, const T* v, T* out, const std::vector<QueryT
         for (int64_t g = 0; g < G; ++g) {
           const int64_t h = kvh * G + g;
           const T* qh = q + (t * H + h) * hs;
+          // Dimension-outer, position-inner: each position's dot product is one chain
+          // (summed in the reference's order), and the chains of different positions
+          // overlap instead of waiting on each other's additions.
+          std::fill(att.begin(), att.end(), T(0));
+          for (int64_t i = 0; i < hs; ++i) {
+            const T qi = qh[i];
+            for (int64_t j = 0; j < n; ++j) att[j] += qi * kp[j][i];
+          }
           T mx = -INFINITY;
           for (int64_t j = 0; j < n; ++j) {
-            T s = 0;
-            for (int64_t i = 0; i < hs; ++i) s += qh[i] * kp[j][i];
-            att[j] = s / inv_sqrt;
+            att[j] /= inv_sqrt;
             mx = std::max(mx, att[j]);
           }
           T sum = 0;
