@@ -69,10 +69,10 @@ TEST_F(ModelTest, GreedyFromBosGivesTheDocumentedTextInBothLayouts) {
 // step with scattered block tables, and returns the largest difference from the plain
 // one-sequence reference (relative to the logit, at least 1) over every returned logit.
 template <typename T>
-float MaxBatchedDifference(const ModelWeights& weights, bool float64) {
+float MaxBatchedDifference(const ModelWeights& weights, bool float64, bool generic_ops = false) {
   const int kBlock = 16;
   auto m = LlamaModel::Create(weights, {.device = "cpu", .block_size = kBlock, .num_blocks = 64,
-                                        .float64 = float64});
+                                        .float64 = float64, .generic_ops = generic_ops});
   EXPECT_TRUE(m.ok()) << m.status();
   std::mt19937 rng(7);
   // Five sequences of different lengths, fed in chunks of different sizes, in one batch per
@@ -136,6 +136,15 @@ TEST_F(ModelTest, BatchedForwardMatchesReferenceWithin1e5InFloat64) {
   float d = MaxBatchedDifference<double>(model_->weights, true);
   std::printf("float64: max logit difference %g\n", d);
   EXPECT_LT(d, 1e-5f);
+}
+
+// The device-generic path (libtorch operators: grouped, gathered, masked attention), as
+// CUDA would run it.
+TEST_F(ModelTest, GenericOperatorPathMatchesReferenceWithin1e5InFloat64) {
+  float d = MaxBatchedDifference<double>(model_->weights, true, true);
+  std::printf("float64, generic ops: max logit difference %g\n", d);
+  EXPECT_LT(d, 1e-5f);
+  EXPECT_LT(MaxBatchedDifference<float>(model_->weights, false, true), 5e-5f);
 }
 
 // In float32 both sides round differently through five layers (libtorch's kernels sum in

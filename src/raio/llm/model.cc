@@ -207,7 +207,7 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
     row_start[i] = static_cast<int64_t>(r);
     r += batch[i].tokens.size();
   }
-  const bool cpu = m.device.is_cpu();
+  const bool cpu = m.device.is_cpu() && !m.options.generic_ops;
   for (const auto& [key, members] : groups) {
     if (cpu) break;  // PagedAttentionCpu needs no plan
     const size_t q = key.first;
@@ -238,18 +238,30 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
   }
 
   at::NoGradGuard no_grad;
-  at::Tensor slot_t = Index(slots, dev);
-  at::Tensor pos_t = Index(positions, dev);
-  at::Tensor cos = m.cos.index_select(0, pos_t).unsqueeze(1);  // [T, 1, hs/2]
-  at::Tensor sin = m.sin.index_select(0, pos_t).unsqueeze(1);
   at::Tensor x = m.embedding.index_select(0, Index(tokens, dev));  // [T, dim]
+  at::Tensor slot_t, cos, sin;
+  if (!cpu) {
+    slot_t = Index(slots, dev);
+    at::Tensor pos_t = Index(positions, dev);
+    cos = m.cos.index_select(0, pos_t).unsqueeze(1);  // [T, 1, hs/2]
+    sin = m.sin.index_select(0, pos_t).unsqueeze(1);
+  }
+  auto rms_norm = [&](const at::Tensor& v, const at::Tensor& w) {
+    return cpu ? internal::RmsNormCpu(v, w, c.norm_eps) : m.RmsNorm(v, w);
+  };
   for (Impl::Layer& layer : m.layers) {
-    at::Tensor qkv = at::mm(m.RmsNorm(x, layer.rms_att), layer.wqkv_t);
-    std::vector<at::Tensor> parts = qkv.split_with_sizes({c.dim, c.kv_dim(), c.kv_dim()}, 1);
-    at::Tensor q = Impl::Rope(parts[0].reshape({T, H, hs}), cos, sin);
-    at::Tensor k = Impl::Rope(parts[1].reshape({T, KVH, hs}), cos, sin);
-    layer.k_cache.index_copy_(0, slot_t, k);
-    layer.v_cache.index_copy_(0, slot_t, parts[2].reshape({T, KVH, hs}));
+    at::Tensor qkv = at::mm(rms_norm(x, layer.rms_att), layer.wqkv_t);
+    at::Tensor q;
+    if (cpu) {
+      q = internal::RopeAndCacheCpu(qkv, m.cos, m.sin, queries, slots, layer.k_cache,
+                                    layer.v_cache, H);
+    } else {
+      std::vector<at::Tensor> parts = qkv.split_with_sizes({c.dim, c.kv_dim(), c.kv_dim()}, 1);
+      q = Impl::Rope(parts[0].reshape({T, H, hs}), cos, sin);
+      at::Tensor k = Impl::Rope(parts[1].reshape({T, KVH, hs}), cos, sin);
+      layer.k_cache.index_copy_(0, slot_t, k);
+      layer.v_cache.index_copy_(0, slot_t, parts[2].reshape({T, KVH, hs}));
+    }
     at::Tensor attn;
     if (cpu) {
       attn = internal::PagedAttentionCpu(q, layer.k_cache, layer.v_cache, queries, bs);
@@ -274,14 +286,18 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
         attn.index_copy_(0, g.q_rows, out);
       }
     }
-    x = x + at::mm(attn, layer.wo_t);
-    at::Tensor gu = at::mm(m.RmsNorm(x, layer.rms_ffn), layer.w13_t);
-    std::vector<at::Tensor> gate_up = gu.chunk(2, 1);
-    x = x + at::mm(at::silu(gate_up[0]) * gate_up[1], layer.w2_t);
+    x = at::addmm(x, attn, layer.wo_t);
+    at::Tensor gu = at::mm(rms_norm(x, layer.rms_ffn), layer.w13_t);
+    if (cpu) {
+      x = at::addmm(x, internal::SwiGluCpu(gu), layer.w2_t);
+    } else {
+      std::vector<at::Tensor> gate_up = gu.chunk(2, 1);
+      x = at::addmm(x, at::silu(gate_up[0]) * gate_up[1], layer.w2_t);
+    }
   }
   at::Tensor last = x.index_select(0, Index(last_rows, dev));
   at::Tensor logits =
-      at::mm(m.RmsNorm(last, m.rms_final), m.classifier).to(at::kCPU, at::kFloat).contiguous();
+      at::mm(rms_norm(last, m.rms_final), m.classifier).to(at::kCPU, at::kFloat).contiguous();
   std::vector<float> out(logits.numel());
   std::memcpy(out.data(), logits.data_ptr<float>(), out.size() * sizeof(float));
   (void)half;

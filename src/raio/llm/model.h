@@ -38,6 +38,9 @@ class LlamaModel {
     int block_size = 16;         // tokens per KV cache block
     int num_blocks = 0;          // blocks in the pool (> 0)
     bool float64 = false;        // compute in float64 (tests); float32 otherwise
+    // Use the device-generic libtorch operators on the CPU too, instead of the CPU loop
+    // kernels (paged_attention.h); tests run both.
+    bool generic_ops = false;
   };
 
   // Copies `weights` to the device and allocates the KV cache. InvalidArgument on bad

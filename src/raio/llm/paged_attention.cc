@@ -91,4 +91,96 @@ at::Tensor PagedAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_cache,
   return out;
 }
 
+namespace {
+
+template <typename T>
+void RmsNormImpl(const T* x, const T* w, T* out, int64_t rows, int64_t n, double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    T ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += xr[i] * xr[i];
+    ss = T(1) / std::sqrt(ss / static_cast<T>(n) + static_cast<T>(eps));
+    for (int64_t i = 0; i < n; ++i) out[r * n + i] = w[i] * (ss * xr[i]);
+  }
+}
+
+template <typename T>
+void RopeImpl(const T* qkv, const T* cos, const T* sin, const std::vector<QueryToken>& tokens,
+              const std::vector<int64_t>& slots, T* kc, T* vc, T* q, int64_t H, int64_t KVH,
+              int64_t hs) {
+  const int64_t dim = H * hs, kv = KVH * hs, row = dim + 2 * kv, half = hs / 2;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const T* in = qkv + t * row;
+    const T* c = cos + tokens[t].pos * half;
+    const T* s = sin + tokens[t].pos * half;
+    auto rotate = [&](const T* src, T* dst, int64_t n) {
+      for (int64_t i = 0; i < n; i += 2) {
+        const int64_t f = (i % hs) / 2;
+        const T x0 = src[i], x1 = src[i + 1];
+        dst[i] = x0 * c[f] - x1 * s[f];
+        dst[i + 1] = x0 * s[f] + x1 * c[f];
+      }
+    };
+    rotate(in, q + t * dim, dim);
+    rotate(in + dim, kc + slots[t] * kv, kv);
+    std::copy(in + dim + kv, in + row, vc + slots[t] * kv);
+  }
+}
+
+template <typename T>
+void SwiGluImpl(const T* gu, T* out, int64_t rows, int64_t h) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < h; ++i) {
+      const T g = gu[r * 2 * h + i];
+      out[r * h + i] = g / (T(1) + std::exp(-g)) * gu[r * 2 * h + h + i];
+    }
+  }
+}
+
+}  // namespace
+
+at::Tensor RmsNormCpu(const at::Tensor& x_in, const at::Tensor& w, double eps) {
+  at::Tensor x = x_in.contiguous();
+  at::Tensor out = at::empty_like(x);
+  if (x.scalar_type() == at::kDouble) {
+    RmsNormImpl(x.data_ptr<double>(), w.data_ptr<double>(), out.data_ptr<double>(), x.size(0),
+                x.size(1), eps);
+  } else {
+    RmsNormImpl(x.data_ptr<float>(), w.data_ptr<float>(), out.data_ptr<float>(), x.size(0),
+                x.size(1), eps);
+  }
+  return out;
+}
+
+at::Tensor RopeAndCacheCpu(const at::Tensor& qkv_in, const at::Tensor& cos,
+                           const at::Tensor& sin, const std::vector<QueryToken>& tokens,
+                           const std::vector<int64_t>& slots, at::Tensor& k_cache,
+                           at::Tensor& v_cache, int64_t n_heads) {
+  at::Tensor qkv = qkv_in.contiguous();
+  const int64_t KVH = k_cache.size(1), hs = k_cache.size(2);
+  at::Tensor q = at::empty({qkv.size(0), n_heads, hs}, qkv.options());
+  if (qkv.scalar_type() == at::kDouble) {
+    RopeImpl(qkv.data_ptr<double>(), cos.data_ptr<double>(), sin.data_ptr<double>(), tokens,
+             slots, k_cache.data_ptr<double>(), v_cache.data_ptr<double>(), q.data_ptr<double>(),
+             n_heads, KVH, hs);
+  } else {
+    RopeImpl(qkv.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(), tokens, slots,
+             k_cache.data_ptr<float>(), v_cache.data_ptr<float>(), q.data_ptr<float>(), n_heads,
+             KVH, hs);
+  }
+  return q;
+}
+
+at::Tensor SwiGluCpu(const at::Tensor& gu_in) {
+  at::Tensor gu = gu_in.contiguous();
+  const int64_t h = gu.size(1) / 2;
+  at::Tensor out = at::empty({gu.size(0), h}, gu.options());
+  if (gu.scalar_type() == at::kDouble) {
+    SwiGluImpl(gu.data_ptr<double>(), out.data_ptr<double>(), gu.size(0), h);
+  } else {
+    SwiGluImpl(gu.data_ptr<float>(), out.data_ptr<float>(), gu.size(0), h);
+  }
+  return out;
+}
+
 }  // namespace raio::llm::internal

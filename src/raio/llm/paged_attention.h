@@ -25,4 +25,18 @@ at::Tensor PagedAttentionCpu(const at::Tensor& q, const at::Tensor& k_cache,
                              const at::Tensor& v_cache, const std::vector<QueryToken>& tokens,
                              int block_size);
 
+// The other per-layer steps on the CPU as single loops, replacing a dozen small libtorch
+// operators each (same arithmetic order as the reference):
+// RMSNorm of x [T, dim] with weight w [dim]: w * (x / sqrt(mean(x^2) + eps)).
+at::Tensor RmsNormCpu(const at::Tensor& x, const at::Tensor& w, double eps);
+// Splits qkv [T, dim + 2 kv_dim] into q, k, v; rotates q and k (pairs 2i, 2i+1, tables
+// cos/sin [max_seq_len, head_size / 2] at each token's position), writes k and v to
+// the caches at `slots`, and returns q [T, n_heads, head_size].
+at::Tensor RopeAndCacheCpu(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
+                           const std::vector<QueryToken>& tokens,
+                           const std::vector<int64_t>& slots, at::Tensor& k_cache,
+                           at::Tensor& v_cache, int64_t n_heads);
+// silu(gate) * up for gu = [gate | up] of shape [T, 2 hidden]; returns [T, hidden].
+at::Tensor SwiGluCpu(const at::Tensor& gu);
+
 }  // namespace raio::llm::internal
