@@ -117,6 +117,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelWeight
   g_dtype = options.float64 ? at::kDouble : at::kFloat;
   impl->config = c;
   impl->options = options;
+  // The CPU loop kernels keep a head in a fixed-size local array.
+  if (c.head_size() > 256) impl->options.generic_ops = true;
   const at::Device& dev = impl->device;
   const int64_t d = c.dim, kv = c.kv_dim(), h = c.hidden_dim;
   impl->embedding = FromHost(w.token_embedding, {c.vocab_size, d}, dev);

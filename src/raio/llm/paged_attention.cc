@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <stdexcept>
 
 namespace raio::llm::internal {
 namespace {
@@ -38,10 +39,11 @@ void Attend(const T* q, const T* k, const T* v, T* out, const std::vector<QueryT
           // Dimension-outer, position-inner: each position's dot product is one chain
           // (summed in the reference's order), and the chains of different positions
           // overlap instead of waiting on each other's additions.
-          std::fill(att.begin(), att.end(), T(0));
+          T* __restrict a = att.data();
+          std::fill(a, a + n, T(0));
           for (int64_t i = 0; i < hs; ++i) {
             const T qi = qh[i];
-            for (int64_t j = 0; j < n; ++j) att[j] += qi * kp[j][i];
+            for (int64_t j = 0; j < n; ++j) a[j] += qi * kp[j][i];
           }
           T mx = -INFINITY;
           for (int64_t j = 0; j < n; ++j) {
@@ -51,11 +53,15 @@ void Attend(const T* q, const T* k, const T* v, T* out, const std::vector<QueryT
           T sum = 0;
           for (int64_t j = 0; j < n; ++j) sum += (att[j] = std::exp(att[j] - mx));
           for (int64_t j = 0; j < n; ++j) att[j] /= sum;
-          T* o = out + (t * H + h) * hs;
-          for (int64_t i = 0; i < hs; ++i) o[i] = 0;
+          // Accumulate in locals (registers when the head size is a constant): `o` could
+          // alias the cache as far as the compiler knows.
+          T acc[kHs > 0 ? kHs : 256] = {};
           for (int64_t j = 0; j < n; ++j) {
-            for (int64_t i = 0; i < hs; ++i) o[i] += att[j] * vp[j][i];
+            const T aj = att[j];
+            const T* vj = vp[j];
+            for (int64_t i = 0; i < hs; ++i) acc[i] += aj * vj[i];
           }
+          std::copy(acc, acc + hs, out + (t * H + h) * hs);
         }
       }
     }
@@ -70,6 +76,7 @@ at::Tensor PagedAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_cache,
   at::Tensor q = q_in.contiguous();
   const int64_t T = q.size(0), H = q.size(1), hs = q.size(2), KVH = k_cache.size(1);
   at::Tensor out = at::empty({T, H * hs}, q.options());
+  if (hs > 256) throw std::invalid_argument("PagedAttentionCpu: head size over 256");
   if (q.scalar_type() == at::kDouble) {
     Attend<double, 0>(q.data_ptr<double>(), k_cache.data_ptr<double>(),
                       v_cache.data_ptr<double>(), out.data_ptr<double>(), tokens, H, KVH, hs,
