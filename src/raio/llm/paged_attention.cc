@@ -22,7 +22,7 @@ void Attend(const T* q, const T* k, const T* v, T* out, const std::vector<QueryT
     for (int64_t t = begin; t < end; ++t) {
       const QueryToken& qt = tokens[t];
       const int64_t n = qt.pos + 1;
-      att.resize(n);
+      att.resize(G * n);
       kp.resize(n);
       vp.resize(n);
       for (int64_t kvh = 0; kvh < KVH; ++kvh) {
@@ -33,31 +33,32 @@ void Attend(const T* q, const T* k, const T* v, T* out, const std::vector<QueryT
             vp[j] = v + ((base + r) * KVH + kvh) * hs;
           }
         }
+        // Scores of all G query heads sharing this kv head, reading each key row once;
+        // each dot product sums in the reference's order, and different positions'
+        // sums overlap.
+        const T* qg = q + (t * H + kvh * G) * hs;
+        for (int64_t j = 0; j < n; ++j) {
+          const T* __restrict kj = kp[j];
+          for (int64_t g = 0; g < G; ++g) {
+            const T* __restrict qh = qg + g * hs;
+            T dot = 0;
+            for (int64_t i = 0; i < hs; ++i) dot += qh[i] * kj[i];
+            att[g * n + j] = dot / inv_sqrt;
+          }
+        }
         for (int64_t g = 0; g < G; ++g) {
           const int64_t h = kvh * G + g;
-          const T* qh = q + (t * H + h) * hs;
-          // Dimension-outer, position-inner: each position's dot product is one chain
-          // (summed in the reference's order), and the chains of different positions
-          // overlap instead of waiting on each other's additions.
-          T* __restrict a = att.data();
-          std::fill(a, a + n, T(0));
-          for (int64_t i = 0; i < hs; ++i) {
-            const T qi = qh[i];
-            for (int64_t j = 0; j < n; ++j) a[j] += qi * kp[j][i];
-          }
+          T* __restrict a = att.data() + g * n;
           T mx = -INFINITY;
-          for (int64_t j = 0; j < n; ++j) {
-            att[j] /= inv_sqrt;
-            mx = std::max(mx, att[j]);
-          }
+          for (int64_t j = 0; j < n; ++j) mx = std::max(mx, a[j]);
           T sum = 0;
-          for (int64_t j = 0; j < n; ++j) sum += (att[j] = std::exp(att[j] - mx));
-          for (int64_t j = 0; j < n; ++j) att[j] /= sum;
+          for (int64_t j = 0; j < n; ++j) sum += (a[j] = std::exp(a[j] - mx));
+          for (int64_t j = 0; j < n; ++j) a[j] /= sum;
           // Accumulate in locals (registers when the head size is a constant): `o` could
           // alias the cache as far as the compiler knows.
           T acc[kHs > 0 ? kHs : 256] = {};
           for (int64_t j = 0; j < n; ++j) {
-            const T aj = att[j];
+            const T aj = a[j];
             const T* vj = vp[j];
             for (int64_t i = 0; i < hs; ++i) acc[i] += aj * vj[i];
           }
