@@ -3,7 +3,7 @@
 //   raio llm serve --model DIR [--host H] [--port P] [--max-num-seqs N]
 //                  [--max-num-batched-tokens N] [--kv-cache-bytes B] [--max-queued N]
 //                  [--device cpu|cuda:0] [--threads N] [--in-process]
-//                  [--address HOST:PORT|auto]
+//                  [--address HOST:PORT|auto] [--actor-resources JSON]
 //   raio llm convert --model DIR --out DIR --to hf|llama2c
 //   raio llm generate --model DIR [--prompt TEXT] [--max-tokens N] [--temperature T]
 //
@@ -19,6 +19,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include <raio/raio.h>
 
@@ -39,7 +41,7 @@ int Fail(const absl::Status& s) {
 
 int Serve(const std::string& model_dir, const raio::llm::EngineConfig& config,
           const raio::llm::ServerOptions& server_options, int threads, bool in_process,
-          const std::string& address) {
+          const std::string& address, const std::map<std::string, double>& actor_resources) {
   // SIGINT / SIGTERM write to a pipe this thread waits on. (Handlers, not a blocked
   // mask: worker processes the cluster starts inherit a mask, not handlers.)
   if (pipe(g_signal_pipe) != 0) return Fail(absl::InternalError("pipe failed"));
@@ -68,8 +70,10 @@ int Serve(const std::string& model_dir, const raio::llm::EngineConfig& config,
     raio::InitOptions init;
     init.address = address;
     raio::Init(init);
-    auto actor = raio::llm::ActorEngineClient::Create(
-        {.model_dir = model_dir, .engine = config, .torch_threads = threads});
+    auto actor = raio::llm::ActorEngineClient::Create({.model_dir = model_dir,
+                                                       .engine = config,
+                                                       .torch_threads = threads,
+                                                       .resources = actor_resources});
     if (!actor.ok()) {
       raio::Shutdown();
       return Fail(actor.status());
@@ -122,6 +126,9 @@ int main(int argc, char** argv) {
   std::string address;
   serve->add_flag("--in-process", in_process, "run the engine in this process, not in an actor");
   serve->add_option("--address", address, "raio cluster (HOST:PORT or auto) [embedded]");
+  std::string actor_resources_json = R"({"CPU": 1})";
+  serve->add_option("--actor-resources", actor_resources_json,
+                    "resources the engine actor holds, JSON, e.g. '{\"CPU\": 1, \"GPU\": 1}'");
 
   std::string out_dir, to;
   auto* convert = app.add_subcommand("convert", "convert a model directory between layouts");
@@ -140,7 +147,18 @@ int main(int argc, char** argv) {
   generate->add_option("--temperature", params.temperature, "0: greedy");
   CLI11_PARSE(app, argc, argv);
 
-  if (*serve) return Serve(model_dir, config, server_options, threads, in_process, address);
+  if (*serve) {
+    std::map<std::string, double> actor_resources;
+    try {
+      actor_resources = nlohmann::json::parse(actor_resources_json).get<std::map<std::string, double>>();
+    } catch (const std::exception& e) {
+      std::cerr << "raio llm: --actor-resources must be a JSON object of numbers: " << e.what()
+                << "\n";
+      return 2;
+    }
+    return Serve(model_dir, config, server_options, threads, in_process, address,
+                 actor_resources);
+  }
   if (*convert) {
     absl::Status s = raio::llm::ConvertModelDir(
         model_dir, out_dir,

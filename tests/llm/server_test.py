@@ -235,6 +235,11 @@ class ServerTest(unittest.TestCase):
                      "vllm:generation_tokens_total"]:
             self.assertIn(name + "{model_name=\"stories260K\"", text)
         self.assertGreater(metric("vllm:generation_tokens_total"), 0)
+        # The same prompt twice: the second finds its first full block in the prefix cache.
+        for _ in range(2):
+            requests.post(BASE + "/v1/completions", timeout=30, json={
+                "prompt": "Once upon a time there was a big red dog who liked to run", "max_tokens": 2})
+        self.assertGreater(metric("vllm:prefix_cache_hits_total"), 0)
 
 
 if __name__ == "__main__":

@@ -233,6 +233,8 @@ bool Engine::Step() {
   const int running = static_cast<int>(scheduler_->running().size());
   const int waiting = static_cast<int>(scheduler_->waiting().size());
   metrics_.SetQueues(running, waiting, pool_->Usage());
+  metrics_.SetPrefixCache(pool_->prefix_queries() * pool_->block_size(),
+                          pool_->prefix_hits() * pool_->block_size());
   {
     absl::MutexLock l(&mu_);
     stats_ = {running,

@@ -37,6 +37,11 @@ void EngineMetrics::AddPreemptions(int64_t n) {
   absl::MutexLock l(&mu_);
   preemptions_ += n;
 }
+void EngineMetrics::SetPrefixCache(int64_t queries, int64_t hits) {
+  absl::MutexLock l(&mu_);
+  prefix_queries_ = queries;
+  prefix_hits_ = hits;
+}
 void EngineMetrics::RequestFinished(const std::string& reason) {
   absl::MutexLock l(&mu_);
   ++success_[reason];
@@ -92,6 +97,10 @@ std::string EngineMetrics::Render(const std::string& model_name) const {
   scalar("vllm:prompt_tokens_total", "counter", "Prompt tokens processed.", prompt_tokens_);
   scalar("vllm:generation_tokens_total", "counter", "Tokens generated.", generation_tokens_);
   scalar("vllm:num_preemptions_total", "counter", "Preemptions by recompute.", preemptions_);
+  scalar("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+         static_cast<double>(prefix_queries_));
+  scalar("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
+         static_cast<double>(prefix_hits_));
   absl::StrAppend(&out, "# HELP vllm:request_success_total Finished requests.\n",
                   "# TYPE vllm:request_success_total counter\n");
   for (const auto& [reason, n] : success_) {

@@ -21,6 +21,8 @@ class EngineMetrics {
   void AddPromptTokens(int64_t n);
   void AddGenerationTokens(int64_t n);
   void AddPreemptions(int64_t n);
+  // Prefix cache lookups and hits so far, in tokens (totals, not increments).
+  void SetPrefixCache(int64_t queries, int64_t hits);
   void RequestFinished(const std::string& reason);
   // Latencies in seconds.
   void ObserveTimeToFirstToken(double s);
@@ -50,6 +52,8 @@ class EngineMetrics {
   int64_t prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t generation_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t preemptions_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t prefix_queries_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t prefix_hits_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> success_ ABSL_GUARDED_BY(mu_);
   Histogram ttft_ ABSL_GUARDED_BY(mu_) = MakeHistogram(
       {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10});
