@@ -97,8 +97,14 @@ Workload MakeLoad(int n) {
   return l;
 }
 
-// Output tokens/s with `streams` closed-loop streams sending `per_stream` requests each.
-double AggregateTokensPerSecond(int streams, int per_stream, bool static_batching) {
+struct LoadResult {
+  double tokens_per_s;
+  int64_t steps;
+};
+
+// Output tokens/s (and engine steps) with `streams` closed-loop streams sending
+// `per_stream` requests each.
+LoadResult AggregateTokensPerSecond(int streams, int per_stream, bool static_batching) {
   auto e = MakeEngine({.max_num_seqs = std::max(streams, 1),
                        .max_num_batched_tokens = 2048,
                        .enable_prefix_caching = false,
@@ -119,8 +125,10 @@ double AggregateTokensPerSecond(int streams, int per_stream, bool static_batchin
   auto t0 = Clock::now();
   std::vector<int> sent(streams, 0);
   for (int s = 0; s < streams; ++s) submit(s), ++sent[s];
+  int64_t steps = 0;
   while (finished < streams * per_stream) {
     e->Step();
+    ++steps;
     for (int s = 0; s < streams; ++s) {
       if (!done[s]) continue;
       done[s] = false;
@@ -128,7 +136,7 @@ double AggregateTokensPerSecond(int streams, int per_stream, bool static_batchin
       if (sent[s] < per_stream) submit(s), ++sent[s];
     }
   }
-  return static_cast<double>(generated) / Since(t0);
+  return {static_cast<double>(generated) / Since(t0), steps};
 }
 
 }  // namespace
@@ -144,16 +152,22 @@ int main() {
   std::printf("  plain C forward pass with KV cache        %9.0f\n", plain);
   std::printf("  raio::llm::Engine                         %9.0f   (%.2fx plain)\n\n", engine1,
               engine1 / plain);
-  std::printf("concurrent streams   continuous tok/s   static tok/s   cont/static   cont/plain\n");
+  std::printf("streams   continuous tok/s (steps)   static tok/s (steps)   cont/static   cont/plain\n");
   nlohmann::json rows = nlohmann::json::array();
   for (int streams : {1, 8, 32, 64}) {
     const int per_stream = streams == 1 ? 8 : 4;
-    const double cont = AggregateTokensPerSecond(streams, per_stream, false);
-    const double stat = AggregateTokensPerSecond(streams, per_stream, true);
-    std::printf("  %3d                 %10.0f       %10.0f      %6.2fx      %6.2fx\n", streams,
-                cont, stat, cont / stat, cont / plain);
+    const LoadResult cont = AggregateTokensPerSecond(streams, per_stream, false);
+    const LoadResult stat = AggregateTokensPerSecond(streams, per_stream, true);
+    std::printf("  %3d     %10.0f (%5lld)         %10.0f (%5lld)       %6.2fx      %6.2fx\n",
+                streams, cont.tokens_per_s, static_cast<long long>(cont.steps), stat.tokens_per_s,
+                static_cast<long long>(stat.steps), cont.tokens_per_s / stat.tokens_per_s,
+                cont.tokens_per_s / plain);
     std::fflush(stdout);
-    rows.push_back({{"streams", streams}, {"continuous_tok_s", cont}, {"static_tok_s", stat}});
+    rows.push_back({{"streams", streams},
+                    {"continuous_tok_s", cont.tokens_per_s},
+                    {"continuous_steps", cont.steps},
+                    {"static_tok_s", stat.tokens_per_s},
+                    {"static_steps", stat.steps}});
   }
   nlohmann::json out = {{"plain_decode_tok_s", plain},
                         {"engine_decode_tok_s", engine1},
