@@ -59,6 +59,7 @@ struct LlamaModel::Impl {
   ModelConfig config;
   Options options;
   at::Device device{at::kCPU};
+  bool cpu_kernels = false;  // the loop kernels of paged_attention.h, not libtorch ops
   at::Tensor embedding;   // [vocab, dim]
   at::Tensor classifier;  // [dim, vocab] (transposed for mm)
   at::Tensor rms_final;   // [dim]
@@ -68,7 +69,9 @@ struct LlamaModel::Impl {
     at::Tensor wo_t;              // [dim, dim]
     at::Tensor w13_t;             // [dim, 2 hidden]
     at::Tensor w2_t;              // [hidden, dim]
-    at::Tensor k_cache, v_cache;  // [num_blocks * block_size, n_kv_heads, head_size]
+    // [num_blocks * block_size, n_kv_heads, head_size]; with the CPU kernels the keys are
+    // [num_blocks, n_kv_heads, head_size, block_size] (see paged_attention.h).
+    at::Tensor k_cache, v_cache;
   };
   std::vector<Layer> layers;
   at::Tensor cos, sin;  // [max_seq_len, head_size / 2]
@@ -118,7 +121,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelWeight
   impl->config = c;
   impl->options = options;
   // The CPU loop kernels keep a head in a fixed-size local array.
-  if (c.head_size() > 256) impl->options.generic_ops = true;
+  impl->cpu_kernels = impl->device.is_cpu() && !options.generic_ops && c.head_size() <= 256;
   const at::Device& dev = impl->device;
   const int64_t d = c.dim, kv = c.kv_dim(), h = c.hidden_dim;
   impl->embedding = FromHost(w.token_embedding, {c.vocab_size, d}, dev);
@@ -138,7 +141,10 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelWeight
         at::cat({Slice(w.w1, l, {h, d}, dev), Slice(w.w3, l, {h, d}, dev)}).t().contiguous();
     layer.w2_t = Slice(w.w2, l, {d, h}, dev).t().contiguous();
     auto opts = at::TensorOptions().dtype(g_dtype).device(dev);
-    layer.k_cache = at::zeros({slots, c.n_kv_heads, c.head_size()}, opts);
+    layer.k_cache =
+        impl->cpu_kernels
+            ? at::zeros({options.num_blocks, c.n_kv_heads, c.head_size(), options.block_size}, opts)
+            : at::zeros({slots, c.n_kv_heads, c.head_size()}, opts);
     layer.v_cache = at::zeros({slots, c.n_kv_heads, c.head_size()}, opts);
     impl->layers.push_back(std::move(layer));
   }
@@ -209,7 +215,7 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
     row_start[i] = static_cast<int64_t>(r);
     r += batch[i].tokens.size();
   }
-  const bool cpu = m.device.is_cpu() && !m.options.generic_ops;
+  const bool cpu = m.cpu_kernels;
   for (const auto& [key, members] : groups) {
     if (cpu) break;  // PagedAttentionCpu needs no plan
     const size_t q = key.first;

@@ -8,6 +8,8 @@
 namespace raio::llm::internal {
 namespace {
 
+constexpr int64_t kMaxFusedHeads = 4;  // query heads per kv head computed together
+
 // kHs > 0 fixes the head size at compile time, so that the inner loops unroll and
 // vectorise; 0 reads it from `hs_arg`.
 template <typename T, int kHs>
@@ -18,34 +20,39 @@ void Attend(const T* q, const T* k, const T* v, T* out, const std::vector<QueryT
   const T inv_sqrt = std::sqrt(static_cast<T>(hs));
   at::parallel_for(0, static_cast<int64_t>(tokens.size()), 1, [&](int64_t begin, int64_t end) {
     std::vector<T> att;
-    std::vector<const T*> kp, vp;
+    std::vector<const T*> vp;
     for (int64_t t = begin; t < end; ++t) {
       const QueryToken& qt = tokens[t];
       const int64_t n = qt.pos + 1;
       att.resize(G * n);
-      kp.resize(n);
       vp.resize(n);
       for (int64_t kvh = 0; kvh < KVH; ++kvh) {
         for (int64_t j = 0, b = 0; j < n; ++b) {
           const int64_t base = int64_t{qt.block_table[b]} * block_size;
           for (int64_t r = 0; r < block_size && j < n; ++r, ++j) {
-            kp[j] = k + ((base + r) * KVH + kvh) * hs;
             vp[j] = v + ((base + r) * KVH + kvh) * hs;
           }
         }
-        // Scores of all G query heads sharing this kv head, reading each key row once;
-        // each dot product sums in the reference's order, and different positions'
-        // sums overlap.
+        // Scores of all G query heads sharing this kv head. Keys are stored transposed
+        // per block ([block][kv head][dim][position]), so the inner loop runs over a
+        // block's contiguous positions and vectorises; each position still sums its dot
+        // product in the reference's order (dimension by dimension).
         const T* qg = q + (t * H + kvh * G) * hs;
-        for (int64_t j = 0; j < n; ++j) {
-          const T* __restrict kj = kp[j];
+        std::fill(att.begin(), att.end(), T(0));
+        for (int64_t j0 = 0, b = 0; j0 < n; j0 += block_size, ++b) {
+          const int64_t m = std::min<int64_t>(block_size, n - j0);
+          const T* kb = k + (int64_t{qt.block_table[b]} * KVH + kvh) * hs * block_size;
           for (int64_t g = 0; g < G; ++g) {
             const T* __restrict qh = qg + g * hs;
-            T dot = 0;
-            for (int64_t i = 0; i < hs; ++i) dot += qh[i] * kj[i];
-            att[g * n + j] = dot / inv_sqrt;
+            T* __restrict a = att.data() + g * n + j0;
+            for (int64_t i = 0; i < hs; ++i) {
+              const T qi = qh[i];
+              const T* __restrict row = kb + i * block_size;
+              for (int64_t r = 0; r < m; ++r) a[r] += qi * row[r];
+            }
           }
         }
+        for (int64_t j = 0; j < G * n; ++j) att[j] /= inv_sqrt;
         for (int64_t g = 0; g < G; ++g) {
           const int64_t h = kvh * G + g;
           T* __restrict a = att.data() + g * n;
@@ -54,6 +61,7 @@ void Attend(const T* q, const T* k, const T* v, T* out, const std::vector<QueryT
           T sum = 0;
           for (int64_t j = 0; j < n; ++j) sum += (a[j] = std::exp(a[j] - mx));
           for (int64_t j = 0; j < n; ++j) a[j] /= sum;
+          if (kHs > 0 && G <= kMaxFusedHeads) continue;  // fused output loop below
           // Accumulate in locals (registers when the head size is a constant): `o` could
           // alias the cache as far as the compiler knows.
           T acc[kHs > 0 ? kHs : 256] = {};
@@ -63,6 +71,20 @@ void Attend(const T* q, const T* k, const T* v, T* out, const std::vector<QueryT
             for (int64_t i = 0; i < hs; ++i) acc[i] += aj * vj[i];
           }
           std::copy(acc, acc + hs, out + (t * H + h) * hs);
+        }
+        if (kHs > 0 && G <= kMaxFusedHeads) {
+          // The G heads' outputs together, reading each value row once.
+          T acc[kMaxFusedHeads][kHs > 0 ? kHs : 1] = {};
+          for (int64_t j = 0; j < n; ++j) {
+            const T* __restrict vj = vp[j];
+            for (int64_t g = 0; g < G; ++g) {
+              const T aj = att[g * n + j];
+              for (int64_t i = 0; i < kHs; ++i) acc[g][i] += aj * vj[i];
+            }
+          }
+          for (int64_t g = 0; g < G; ++g) {
+            std::copy(acc[g], acc[g] + kHs, out + (t * H + kvh * G + g) * kHs);
+          }
         }
       }
     }
@@ -76,6 +98,7 @@ at::Tensor PagedAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_cache,
                              int block_size) {
   at::Tensor q = q_in.contiguous();
   const int64_t T = q.size(0), H = q.size(1), hs = q.size(2), KVH = k_cache.size(1);
+  // k_cache: [num_blocks, KVH, hs, block_size]; v_cache: [slots, KVH, hs].
   at::Tensor out = at::empty({T, H * hs}, q.options());
   if (hs > 256) throw std::invalid_argument("PagedAttentionCpu: head size over 256");
   if (q.scalar_type() == at::kDouble) {
@@ -115,7 +138,8 @@ void RmsNormImpl(const T* x, const T* w, T* out, int64_t rows, int64_t n, double
 template <typename T>
 void RopeImpl(const T* qkv, const T* cos, const T* sin, const std::vector<QueryToken>& tokens,
               const std::vector<int64_t>& slots, T* kc, T* vc, T* q, int64_t H, int64_t KVH,
-              int64_t hs) {
+              int64_t hs, int64_t bs) {
+  std::vector<T> key(KVH * hs);
   const int64_t dim = H * hs, kv = KVH * hs, row = dim + 2 * kv, half = hs / 2;
   for (size_t t = 0; t < tokens.size(); ++t) {
     const T* in = qkv + t * row;
@@ -130,7 +154,11 @@ void RopeImpl(const T* qkv, const T* cos, const T* sin, const std::vector<QueryT
       }
     };
     rotate(in, q + t * dim, dim);
-    rotate(in + dim, kc + slots[t] * kv, kv);
+    rotate(in + dim, key.data(), kv);
+    const int64_t block = slots[t] / bs, r = slots[t] % bs;
+    for (int64_t h = 0; h < KVH; ++h) {
+      for (int64_t i = 0; i < hs; ++i) kc[((block * KVH + h) * hs + i) * bs + r] = key[h * hs + i];
+    }
     std::copy(in + dim + kv, in + row, vc + slots[t] * kv);
   }
 }
@@ -165,16 +193,16 @@ at::Tensor RopeAndCacheCpu(const at::Tensor& qkv_in, const at::Tensor& cos,
                            const std::vector<int64_t>& slots, at::Tensor& k_cache,
                            at::Tensor& v_cache, int64_t n_heads) {
   at::Tensor qkv = qkv_in.contiguous();
-  const int64_t KVH = k_cache.size(1), hs = k_cache.size(2);
+  const int64_t KVH = k_cache.size(1), hs = k_cache.size(2), bs = k_cache.size(3);
   at::Tensor q = at::empty({qkv.size(0), n_heads, hs}, qkv.options());
   if (qkv.scalar_type() == at::kDouble) {
     RopeImpl(qkv.data_ptr<double>(), cos.data_ptr<double>(), sin.data_ptr<double>(), tokens,
              slots, k_cache.data_ptr<double>(), v_cache.data_ptr<double>(), q.data_ptr<double>(),
-             n_heads, KVH, hs);
+             n_heads, KVH, hs, bs);
   } else {
     RopeImpl(qkv.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(), tokens, slots,
              k_cache.data_ptr<float>(), v_cache.data_ptr<float>(), q.data_ptr<float>(), n_heads,
-             KVH, hs);
+             KVH, hs, bs);
   }
   return q;
 }

@@ -19,8 +19,9 @@ struct QueryToken {
   const int* block_table;
 };
 
-// q [T, n_heads, head_size] and the caches [slots, n_kv_heads, head_size], contiguous,
-// float32 or float64, on the CPU. Returns [T, n_heads * head_size] of q's dtype.
+// q [T, n_heads, head_size]; keys transposed per block, k_cache [num_blocks, n_kv_heads,
+// head_size, block_size]; v_cache [slots, n_kv_heads, head_size]; contiguous, float32 or
+// float64, on the CPU. Returns [T, n_heads * head_size] of q's dtype.
 at::Tensor PagedAttentionCpu(const at::Tensor& q, const at::Tensor& k_cache,
                              const at::Tensor& v_cache, const std::vector<QueryToken>& tokens,
                              int block_size);
@@ -31,7 +32,8 @@ at::Tensor PagedAttentionCpu(const at::Tensor& q, const at::Tensor& k_cache,
 at::Tensor RmsNormCpu(const at::Tensor& x, const at::Tensor& w, double eps);
 // Splits qkv [T, dim + 2 kv_dim] into q, k, v; rotates q and k (pairs 2i, 2i+1, tables
 // cos/sin [max_seq_len, head_size / 2] at each token's position), writes k and v to
-// the caches at `slots`, and returns q [T, n_heads, head_size].
+// the caches at `slots` (k_cache in the transposed block layout above), and returns
+// q [T, n_heads, head_size].
 at::Tensor RopeAndCacheCpu(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
                            const std::vector<QueryToken>& tokens,
                            const std::vector<int64_t>& slots, at::Tensor& k_cache,
