@@ -9,6 +9,7 @@ usage: server_test.py RAIO_LLM_BINARY MODEL_DIR [SERVE FLAGS...]
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,11 +28,12 @@ KNOWN = ("Once upon a time, there was a little girl named Lily. She loved to pla
          "was too high")
 SERVER = None
 BASE = None
+TMP = None
 
 
 def start_server():
-    global SERVER, BASE
-    tmp = tempfile.mkdtemp(prefix="raio-llm-server-test-")
+    global SERVER, BASE, TMP
+    tmp = TMP = tempfile.mkdtemp(prefix="raio-llm-server-test-")
     SERVER = subprocess.Popen(
         [BINARY, "serve", "--model", MODEL, "--port", "0", "--max-num-seqs", "64",
          "--max-queued", "8"] + EXTRA_FLAGS,
@@ -55,6 +57,8 @@ def stop_server():
         except subprocess.TimeoutExpired:
             SERVER.kill()
             SERVER.wait()
+    if TMP:
+        shutil.rmtree(TMP, ignore_errors=True)
 
 
 def metric(name):
