@@ -8,6 +8,7 @@
 //   raio status [--address HOST:PORT|auto] [--json]
 //   raio list objects [--address HOST:PORT|auto] [--json]
 //   raio list actors [--address HOST:PORT|auto] [--json]
+//   raio llm serve|convert|generate ...   (runs bin/raio-llm; see apps/llm/raio_llm_main.cc)
 //
 // `start --head` runs the head service and a node daemon in one background process and
 // records it in $TMPDIR/raio/current_cluster (address, pid, log file); `stop` and
@@ -489,9 +490,26 @@ int ListObjects(const std::string& address_flag, bool json) {
   return 0;
 }
 
+// `raio llm ...` runs raio-llm from this executable's directory, so that this CLI never
+// links libtorch. Returns only if that binary cannot be run.
+int ExecLlm(char** argv) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string dir = n > 0 ? std::string(self, n) : std::string(argv[0]);
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  std::string bin = dir + "raio-llm";
+  std::vector<char*> args = {bin.data()};
+  for (char** a = argv + 2; *a; ++a) args.push_back(*a);
+  args.push_back(nullptr);
+  execv(bin.c_str(), args.data());
+  std::cerr << "raio: cannot run " << bin << " (built with RAIO_BUILD_LLM=ON?)\n";
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "llm") return ExecLlm(argv);
   CLI::App app{"raio: start, stop and inspect a raio cluster"};
   app.require_subcommand(1);
   raio::api::LocalClusterOptions start_options;

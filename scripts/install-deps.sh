@@ -10,6 +10,9 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev libhiredis-dev libeigen3-dev
   python3-sklearn         # ships the UCI digits CSV used by the main example
   clang libclang-rt-14-dev  # `make fuzz`: clang with libFuzzer and the sanitizer runtimes
+  libtorch-dev libsentencepiece-dev  # src/raio/llm: model runtime (CPU libtorch 1.13.1), tokenizer
+  libopenblas0-serial     # libtorch calls the system BLAS: OpenBLAS, single-threaded, not netlib
+  curl python3-requests python3-aiohttp  # tests/llm/server_test.py drives the LLM server
 )
 missing=()
 for p in "${PKGS[@]}"; do
