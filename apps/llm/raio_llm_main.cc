@@ -11,18 +11,16 @@
 // port chosen) and serves until SIGINT or SIGTERM. The engine runs in a raio actor
 // (asking for 1 CPU) on the cluster at --address / RAIO_ADDRESS, else on an embedded
 // one-node cluster; --in-process runs it in this process instead. Usage errors exit 2.
+#include <raio/raio.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
-
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
-
-#include <raio/raio.h>
 
 #include "raio/llm/engine.h"
 #include "raio/llm/engine_actor.h"
@@ -134,7 +132,9 @@ int main(int argc, char** argv) {
   auto* convert = app.add_subcommand("convert", "convert a model directory between layouts");
   convert->add_option("--model", model_dir, "source model directory")->required();
   convert->add_option("--out", out_dir, "destination directory")->required();
-  convert->add_option("--to", to, "hf or llama2c")->required()->check(CLI::IsMember({"hf", "llama2c"}));
+  convert->add_option("--to", to, "hf or llama2c")
+      ->required()
+      ->check(CLI::IsMember({"hf", "llama2c"}));
 
   std::string prompt;
   raio::llm::SamplingParams params;
@@ -150,14 +150,14 @@ int main(int argc, char** argv) {
   if (*serve) {
     std::map<std::string, double> actor_resources;
     try {
-      actor_resources = nlohmann::json::parse(actor_resources_json).get<std::map<std::string, double>>();
+      actor_resources =
+          nlohmann::json::parse(actor_resources_json).get<std::map<std::string, double>>();
     } catch (const std::exception& e) {
       std::cerr << "raio llm: --actor-resources must be a JSON object of numbers: " << e.what()
                 << "\n";
       return 2;
     }
-    return Serve(model_dir, config, server_options, threads, in_process, address,
-                 actor_resources);
+    return Serve(model_dir, config, server_options, threads, in_process, address, actor_resources);
   }
   if (*convert) {
     absl::Status s = raio::llm::ConvertModelDir(

@@ -27,7 +27,9 @@ using raio::llm::Engine;
 using raio::llm::EngineConfig;
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 raio::llm::LoadedModel Load() {
   auto m = raio::llm::LoadModelDir(RAIO_LLM_MODEL_DIR);
@@ -152,7 +154,8 @@ int main() {
   std::printf("  plain C forward pass with KV cache        %9.0f\n", plain);
   std::printf("  raio::llm::Engine                         %9.0f   (%.2fx plain)\n\n", engine1,
               engine1 / plain);
-  std::printf("streams   continuous tok/s (steps)   static tok/s (steps)   cont/static   cont/plain\n");
+  std::printf(
+      "streams   continuous tok/s (steps)   static tok/s (steps)   cont/static   cont/plain\n");
   nlohmann::json rows = nlohmann::json::array();
   for (int streams : {1, 8, 32, 64}) {
     const int per_stream = streams == 1 ? 8 : 4;
@@ -169,9 +172,8 @@ int main() {
                     {"static_tok_s", stat.tokens_per_s},
                     {"static_steps", stat.steps}});
   }
-  nlohmann::json out = {{"plain_decode_tok_s", plain},
-                        {"engine_decode_tok_s", engine1},
-                        {"concurrency", rows}};
+  nlohmann::json out = {
+      {"plain_decode_tok_s", plain}, {"engine_decode_tok_s", engine1}, {"concurrency", rows}};
   char stamp[32];
   std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", std::gmtime(&now));

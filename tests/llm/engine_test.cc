@@ -41,8 +41,8 @@ struct Case {
 
 // 32 requests of different prompt and output lengths; the first half share a prefix.
 std::vector<Case> Cases(const Tokenizer& tok) {
-  const char* words[] = {"Once upon a time", "Tom had a dog", "The sun was hot", "Lily and Ben",
-                         "A little bird", "One day, a cat"};
+  const char* words[] = {"Once upon a time", "Tom had a dog", "The sun was hot",
+                         "Lily and Ben",     "A little bird", "One day, a cat"};
   std::vector<Case> out;
   std::vector<int> shared = tok.Encode("Once upon a time, there was a big tree in the park.");
   for (int i = 0; i < 32; ++i) {

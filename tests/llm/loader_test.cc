@@ -101,9 +101,8 @@ TEST(ModelDirTest, ConvertsLlama2cToHuggingFaceAndBack) {
 TEST(SafetensorsTest, ReadsHalfAndBfloat16) {
   TempDir tmp;
   // F16 1.0 = 0x3c00, -2.0 = 0xc000; BF16 1.5 = 0x3fc0.
-  std::string header =
-      R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
-      R"("b":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]}})";
+  std::string header = R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+                       R"("b":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]}})";
   std::ofstream out(tmp.path() + "/t.safetensors", std::ios::binary);
   uint64_t n = header.size();
   out.write(reinterpret_cast<const char*>(&n), 8);

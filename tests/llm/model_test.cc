@@ -71,8 +71,11 @@ TEST_F(ModelTest, GreedyFromBosGivesTheDocumentedTextInBothLayouts) {
 template <typename T>
 float MaxBatchedDifference(const ModelWeights& weights, bool float64, bool generic_ops = false) {
   const int kBlock = 16;
-  auto m = LlamaModel::Create(weights, {.device = "cpu", .block_size = kBlock, .num_blocks = 64,
-                                        .float64 = float64, .generic_ops = generic_ops});
+  auto m = LlamaModel::Create(weights, {.device = "cpu",
+                                        .block_size = kBlock,
+                                        .num_blocks = 64,
+                                        .float64 = float64,
+                                        .generic_ops = generic_ops});
   EXPECT_TRUE(m.ok()) << m.status();
   std::mt19937 rng(7);
   // Five sequences of different lengths, fed in chunks of different sizes, in one batch per
@@ -120,7 +123,8 @@ float MaxBatchedDifference(const ModelWeights& weights, bool float64, bool gener
         // Relative to the logit's size (at least 1): float32 rounding through five layers.
         const double w = (*want)[v];
         const double scale = std::max(1.0, std::abs(w));
-        max_diff = std::max(max_diff, static_cast<float>(std::abs((*logits)[b * 512 + v] - w) / scale));
+        max_diff =
+            std::max(max_diff, static_cast<float>(std::abs((*logits)[b * 512 + v] - w) / scale));
       }
       done[i] += static_cast<int>(batch[b].tokens.size());
     }
@@ -156,7 +160,8 @@ TEST_F(ModelTest, BatchedForwardMatchesFloat32ReferenceWithinRounding) {
 }
 
 TEST_F(ModelTest, RejectsBadInput) {
-  auto m = LlamaModel::Create(model_->weights, {.device = "cpu", .block_size = 16, .num_blocks = 2});
+  auto m =
+      LlamaModel::Create(model_->weights, {.device = "cpu", .block_size = 16, .num_blocks = 2});
   ASSERT_TRUE(m.ok());
   std::vector<int> table = {0, 1}, tok = {600};
   SequenceChunk bad_token{tok, 0, table};

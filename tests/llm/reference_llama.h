@@ -16,10 +16,17 @@ template <typename T>
 class ReferenceLlamaT {
  public:
   explicit ReferenceLlamaT(const ModelWeights& w) : c_(w.config) {
-    for (auto [dst, src] : {std::pair{&emb_, &w.token_embedding}, {&rms_att_, &w.rms_att},
-                            {&wq_, &w.wq}, {&wk_, &w.wk}, {&wv_, &w.wv}, {&wo_, &w.wo},
-                            {&rms_ffn_, &w.rms_ffn}, {&w1_, &w.w1}, {&w2_, &w.w2},
-                            {&w3_, &w.w3}, {&rms_final_, &w.rms_final},
+    for (auto [dst, src] : {std::pair{&emb_, &w.token_embedding},
+                            {&rms_att_, &w.rms_att},
+                            {&wq_, &w.wq},
+                            {&wk_, &w.wk},
+                            {&wv_, &w.wv},
+                            {&wo_, &w.wo},
+                            {&rms_ffn_, &w.rms_ffn},
+                            {&w1_, &w.w1},
+                            {&w2_, &w.w2},
+                            {&w3_, &w.w3},
+                            {&rms_final_, &w.rms_final},
                             {&cls_, &w.Classifier()}}) {
       dst->assign(src->begin(), src->end());
     }

@@ -80,7 +80,7 @@ TEST(SchedulerTest, NewRequestReusesCachedPrefixBlocksButComputesItsLastToken) {
   auto a = MakeRequest(8);
   s.Add(a.get());
   Complete(s, s.Schedule());
-  s.Remove(a.get());  // finished: its two full blocks stay cached
+  s.Remove(a.get());        // finished: its two full blocks stay cached
   auto b = MakeRequest(8);  // the same 8 prompt tokens
   s.Add(b.get());
   std::vector<ScheduledChunk> step = s.Schedule();

@@ -30,8 +30,8 @@ TEST_F(TokenizerTest, BothFormatsHaveTheSameVocabulary) {
 
 TEST_F(TokenizerTest, BothFormatsEncodeAlike) {
   // (Runs of spaces are where llama2.c's greedy merge and SentencePiece's can differ.)
-  for (const char* text : {"Once upon a time", "Lily saw a big, red ball.", "Tom\nand Sue!",
-                           "caf\xc3\xa9 42", "x"}) {
+  for (const char* text :
+       {"Once upon a time", "Lily saw a big, red ball.", "Tom\nand Sue!", "caf\xc3\xa9 42", "x"}) {
     EXPECT_EQ(sp_->Encode(text), l2_->Encode(text)) << text;
   }
 }
@@ -55,8 +55,8 @@ TEST_F(TokenizerTest, DecodeKeepsTheSpaceAfterAPrompt) {
 }
 
 TEST(ChatTemplateTest, FormatsRolesAndEndsWithTheAssistantTurn) {
-  auto p = ApplyChatTemplate({{"system", "Be kind."}, {"user", "Hi"}, {"assistant", "Hello"},
-                              {"user", "A story?"}});
+  auto p = ApplyChatTemplate(
+      {{"system", "Be kind."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "A story?"}});
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(*p, "Be kind.\n\nUser: Hi\nAssistant: Hello\nUser: A story?\nAssistant:");
   EXPECT_FALSE(ApplyChatTemplate({{"robot", "x"}}).ok());

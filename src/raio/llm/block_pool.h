@@ -53,8 +53,8 @@ class BlockPool {
  private:
   struct Block {
     int ref_count = 0;
-    std::optional<uint64_t> hash;   // set while the block is findable in cached_
-    std::vector<int> tokens;        // its tokens while cached
+    std::optional<uint64_t> hash;  // set while the block is findable in cached_
+    std::vector<int> tokens;       // its tokens while cached
     std::list<int>::iterator free_it;
     bool in_free = false;
   };

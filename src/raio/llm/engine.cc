@@ -34,16 +34,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(LoadedModel model,
   const int64_t num_blocks = config.kv_cache_bytes / block_bytes;
   const int64_t min_blocks = (mc.max_seq_len + config.block_size - 1) / config.block_size;
   if (num_blocks < min_blocks) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "engine: kv_cache_bytes ", config.kv_cache_bytes, " holds ", num_blocks,
-        " blocks; one full-length sequence needs ", min_blocks, " (", min_blocks * block_bytes,
-        " bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine: kv_cache_bytes ", config.kv_cache_bytes, " holds ", num_blocks,
+                     " blocks; one full-length sequence needs ", min_blocks, " (",
+                     min_blocks * block_bytes, " bytes)"));
   }
   std::unique_ptr<Engine> e(new Engine(std::move(model), config));
-  absl::StatusOr<std::unique_ptr<LlamaModel>> rt = LlamaModel::Create(
-      e->model_.weights, {.device = config.device,
-                          .block_size = config.block_size,
-                          .num_blocks = static_cast<int>(num_blocks)});
+  absl::StatusOr<std::unique_ptr<LlamaModel>> rt =
+      LlamaModel::Create(e->model_.weights, {.device = config.device,
+                                             .block_size = config.block_size,
+                                             .num_blocks = static_cast<int>(num_blocks)});
   if (!rt.ok()) return rt.status();
   e->runtime_ = *std::move(rt);
   e->pool_ = std::make_unique<BlockPool>(static_cast<int>(num_blocks), config.block_size,
@@ -192,8 +192,8 @@ bool Engine::Step() {
       }
       scheduler_->OnChunkComputed(chunks[i]);
       if (r.num_computed < r.num_tokens()) continue;  // a prefill chunk: no token yet
-      SampledToken s = Sample(std::span<const float>(logits->data() + i * vocab, vocab),
-                              r.params, r.rng);
+      SampledToken s =
+          Sample(std::span<const float>(logits->data() + i * vocab, vocab), r.params, r.rng);
       FinishReason finish = FinishReason::kNone;
       ProcessToken(r, s, &finish);
       if (finish != FinishReason::kNone) {

@@ -38,14 +38,14 @@ class Scheduler;
 class BlockPool;
 
 struct EngineConfig {
-  int max_num_seqs = 128;             // running requests at most
-  int max_num_batched_tokens = 2048;  // token budget of one step
+  int max_num_seqs = 128;                      // running requests at most
+  int max_num_batched_tokens = 2048;           // token budget of one step
   int64_t kv_cache_bytes = int64_t{64} << 20;  // KV cache pool size, bytes
-  int block_size = 16;                // tokens per KV cache block
+  int block_size = 16;                         // tokens per KV cache block
   bool enable_prefix_caching = true;
-  int max_queued_requests = 1024;     // unfinished requests beyond max_num_seqs
-  std::string device = "cpu";         // torch device ("cpu", "cuda:0", ...)
-  bool static_batching = false;       // benchmark baseline, see SchedulerConfig
+  int max_queued_requests = 1024;  // unfinished requests beyond max_num_seqs
+  std::string device = "cpu";      // torch device ("cpu", "cuda:0", ...)
+  bool static_batching = false;    // benchmark baseline, see SchedulerConfig
 };
 
 // A finished request's whole output (Engine::Generate).

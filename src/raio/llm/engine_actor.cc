@@ -16,9 +16,8 @@ struct Config {
   bool enable_prefix_caching = true, static_batching = false;
   std::string device;
   int torch_threads = 1;
-  RAIO_SERIALIZE(model_dir, max_num_seqs, max_num_batched_tokens, block_size,
-                 max_queued_requests, kv_cache_bytes, enable_prefix_caching, static_batching,
-                 device, torch_threads);
+  RAIO_SERIALIZE(model_dir, max_num_seqs, max_num_batched_tokens, block_size, max_queued_requests,
+                 kv_cache_bytes, enable_prefix_caching, static_batching, device, torch_threads);
 };
 
 struct Params {
@@ -113,8 +112,7 @@ class EngineActor {
   }
 
   wire::Reply Poll(std::string id, int wait_ms) {
-    absl::StatusOr<std::vector<RequestOutput>> outs =
-        client_.Poll(id, absl::Milliseconds(wait_ms));
+    absl::StatusOr<std::vector<RequestOutput>> outs = client_.Poll(id, absl::Milliseconds(wait_ms));
     if (!outs.ok()) return wire::FromStatus(outs.status());
     wire::Reply r;
     for (const RequestOutput& o : *outs) {
@@ -182,16 +180,22 @@ absl::StatusOr<std::unique_ptr<ActorEngineClient>> ActorEngineClient::Create(
   if (!model.ok()) return model.status();
   model->weights = ModelWeights{model->weights.config};  // only the tokenizer is used here
   const EngineConfig& e = o.engine;
-  wire::Config c{o.model_dir,     e.max_num_seqs,   e.max_num_batched_tokens,
-                 e.block_size,    e.max_queued_requests, e.kv_cache_bytes,
-                 e.enable_prefix_caching, e.static_batching, e.device, o.torch_threads};
+  wire::Config c{o.model_dir,
+                 e.max_num_seqs,
+                 e.max_num_batched_tokens,
+                 e.block_size,
+                 e.max_queued_requests,
+                 e.kv_cache_bytes,
+                 e.enable_prefix_caching,
+                 e.static_batching,
+                 e.device,
+                 o.torch_threads};
   try {
-    auto handle = std::make_unique<Handle>(Handle{raio::Actor(EngineActor::Create)
-                                                      .SetResources(o.resources)
-                                                      .SetMaxConcurrency(std::min(
-                                                          1000, e.max_num_seqs +
-                                                                    e.max_queued_requests + 16))
-                                                      .Remote(c)});
+    auto handle = std::make_unique<Handle>(
+        Handle{raio::Actor(EngineActor::Create)
+                   .SetResources(o.resources)
+                   .SetMaxConcurrency(std::min(1000, e.max_num_seqs + e.max_queued_requests + 16))
+                   .Remote(c)});
     handle->actor.Task(&EngineActor::Ready).Remote().Get();
     return std::unique_ptr<ActorEngineClient>(
         new ActorEngineClient(*std::move(model), std::move(handle)));
@@ -202,9 +206,16 @@ absl::StatusOr<std::unique_ptr<ActorEngineClient>> ActorEngineClient::Create(
 
 absl::StatusOr<std::string> ActorEngineClient::Submit(std::vector<int> prompt,
                                                       const SamplingParams& sp) {
-  wire::Params p{sp.temperature, sp.top_p,    sp.top_k,         sp.max_tokens,
-                 sp.seed.has_value(), sp.seed.value_or(0), sp.stop, sp.stop_token_ids,
-                 sp.ignore_eos,  sp.logprobs ? *sp.logprobs : -1};
+  wire::Params p{sp.temperature,
+                 sp.top_p,
+                 sp.top_k,
+                 sp.max_tokens,
+                 sp.seed.has_value(),
+                 sp.seed.value_or(0),
+                 sp.stop,
+                 sp.stop_token_ids,
+                 sp.ignore_eos,
+                 sp.logprobs ? *sp.logprobs : -1};
   try {
     wire::Reply r = handle_->actor.Task(&EngineActor::Submit).Remote(prompt, p).Get();
     if (r.code != 0) return wire::ToStatus(r);

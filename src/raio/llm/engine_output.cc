@@ -32,10 +32,14 @@ size_t SafeEnd(const std::string& text, const std::vector<std::string>& stops) {
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    default: return "";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    default:
+      return "";
   }
 }
 
@@ -55,10 +59,9 @@ void Engine::ProcessToken(internal::Request& r, const SampledToken& s, FinishRea
   const SamplingParams& p = r.params;
   const Tokenizer& tok = tokenizer();
   // A generated BOS starts a new document (llama2.c stops there too): a stop like EOS.
-  const bool stop_token =
-      (!p.ignore_eos && (s.token == tok.eos_id() || s.token == tok.bos_id())) ||
-      std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), s.token) !=
-          p.stop_token_ids.end();
+  const bool stop_token = (!p.ignore_eos && (s.token == tok.eos_id() || s.token == tok.bos_id())) ||
+                          std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), s.token) !=
+                              p.stop_token_ids.end();
   if (stop_token) {
     *finish = FinishReason::kStop;
     return;

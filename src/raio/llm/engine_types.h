@@ -24,10 +24,10 @@ struct RequestOutput {
   std::string text;                    // new text
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  absl::Status error;                  // set (with finished) when the engine failed it
+  absl::Status error;  // set (with finished) when the engine failed it
   int prompt_tokens = 0;
-  int completion_tokens = 0;           // generated so far
-  int cached_prompt_tokens = 0;        // prompt tokens served from the prefix cache
+  int completion_tokens = 0;     // generated so far
+  int cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
 };
 
 // Called on the engine's step thread, once per step in which the request produced output

@@ -84,8 +84,8 @@ absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir) {
       return absl::InvalidArgumentError(absl::StrCat(st_path, ": missing tensor ", name));
     }
     if (it->second.shape != shape) {
-      return absl::InvalidArgumentError(absl::StrCat(st_path, ": tensor ", name,
-                                                     " has the wrong shape"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(st_path, ": tensor ", name, " has the wrong shape"));
     }
     return std::move(it->second.data);
   };

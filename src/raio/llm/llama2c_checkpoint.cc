@@ -11,15 +11,31 @@ namespace raio::llm {
 namespace {
 
 std::vector<float*> Arrays(ModelWeights& w) {
-  return {w.token_embedding.data(), w.rms_att.data(), w.wq.data(), w.wk.data(),
-          w.wv.data(),              w.wo.data(),      w.rms_ffn.data(), w.w1.data(),
-          w.w2.data(),              w.w3.data(),      w.rms_final.data()};
+  return {w.token_embedding.data(),
+          w.rms_att.data(),
+          w.wq.data(),
+          w.wk.data(),
+          w.wv.data(),
+          w.wo.data(),
+          w.rms_ffn.data(),
+          w.w1.data(),
+          w.w2.data(),
+          w.w3.data(),
+          w.rms_final.data()};
 }
 
 std::vector<size_t> ArraySizes(const ModelWeights& w) {
-  return {w.token_embedding.size(), w.rms_att.size(), w.wq.size(), w.wk.size(),
-          w.wv.size(),              w.wo.size(),      w.rms_ffn.size(), w.w1.size(),
-          w.w2.size(),              w.w3.size(),      w.rms_final.size()};
+  return {w.token_embedding.size(),
+          w.rms_att.size(),
+          w.wq.size(),
+          w.wk.size(),
+          w.wv.size(),
+          w.wo.size(),
+          w.rms_ffn.size(),
+          w.w1.size(),
+          w.w2.size(),
+          w.w3.size(),
+          w.rms_final.size()};
 }
 
 }  // namespace
@@ -53,8 +69,8 @@ absl::StatusOr<ModelWeights> LoadLlama2cCheckpoint(const std::string& path) {
   for (size_t n : ArraySizes(w)) floats += n;
   floats += w.classifier.size();
   if (28 + 4 * floats != file_size) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", file_size, " bytes, the header ",
-                                                   "implies ", 28 + 4 * floats));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", file_size, " bytes, the header ", "implies ", 28 + 4 * floats));
   }
   std::vector<float*> arrays = Arrays(w);
   std::vector<size_t> sizes = ArraySizes(w);

@@ -76,8 +76,8 @@ std::string EngineMetrics::Render(const std::string& model_name) const {
   const std::string label = absl::StrCat("model_name=\"", model_name, "\"");
   std::string out;
   auto scalar = [&](const char* name, const char* type, const char* help, double v) {
-    absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name,
-                    "{", label, "} ", v, "\n");
+    absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, "{",
+                    label, "} ", v, "\n");
   };
   auto histogram = [&](const char* name, const char* help, const Histogram& h) {
     absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " histogram\n");
@@ -92,13 +92,12 @@ std::string EngineMetrics::Render(const std::string& model_name) const {
   };
   scalar("vllm:num_requests_running", "gauge", "Requests in the running batch.", running_);
   scalar("vllm:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", waiting_);
-  scalar("vllm:kv_cache_usage_perc", "gauge", "KV cache usage, 1 = all blocks in use.",
-         kv_usage_);
+  scalar("vllm:kv_cache_usage_perc", "gauge", "KV cache usage, 1 = all blocks in use.", kv_usage_);
   scalar("vllm:prompt_tokens_total", "counter", "Prompt tokens processed.", prompt_tokens_);
   scalar("vllm:generation_tokens_total", "counter", "Tokens generated.", generation_tokens_);
   scalar("vllm:num_preemptions_total", "counter", "Preemptions by recompute.", preemptions_);
-  scalar("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
-         static_cast<double>(prefix_queries_));
+  scalar("vllm:prefix_cache_queries_total", "counter",
+         "Prompt tokens looked up in the prefix cache.", static_cast<double>(prefix_queries_));
   scalar("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
          static_cast<double>(prefix_hits_));
   absl::StrAppend(&out, "# HELP vllm:request_success_total Finished requests.\n",

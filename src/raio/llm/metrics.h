@@ -55,15 +55,15 @@ class EngineMetrics {
   int64_t prefix_queries_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t prefix_hits_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> success_ ABSL_GUARDED_BY(mu_);
-  Histogram ttft_ ABSL_GUARDED_BY(mu_) = MakeHistogram(
-      {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10});
-  Histogram tpot_ ABSL_GUARDED_BY(mu_) = MakeHistogram(
-      {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
-       0.75, 1.0, 2.5});
-  Histogram e2e_ ABSL_GUARDED_BY(mu_) =
-      MakeHistogram({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 60});
-  Histogram queue_ ABSL_GUARDED_BY(mu_) =
-      MakeHistogram({0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 1, 2.5, 5, 10, 30, 60});
+  Histogram ttft_ ABSL_GUARDED_BY(mu_) = MakeHistogram({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,
+                                                        0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10});
+  Histogram tpot_ ABSL_GUARDED_BY(mu_) = MakeHistogram({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                        0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+                                                        0.75, 1.0, 2.5});
+  Histogram e2e_ ABSL_GUARDED_BY(mu_) = MakeHistogram({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2,
+                                                       2.5, 5, 10, 15, 20, 30, 60});
+  Histogram queue_ ABSL_GUARDED_BY(mu_) = MakeHistogram({0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 1, 2.5,
+                                                         5, 10, 30, 60});
 };
 
 }  // namespace raio::llm

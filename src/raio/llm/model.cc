@@ -18,7 +18,8 @@ namespace {
 thread_local at::ScalarType g_dtype = at::kFloat;
 
 at::Tensor FromHost(const std::vector<float>& v, at::IntArrayRef shape, const at::Device& dev) {
-  return at::from_blob(const_cast<float*>(v.data()), shape, at::kFloat).to(dev, g_dtype, false, true);
+  return at::from_blob(const_cast<float*>(v.data()), shape, at::kFloat)
+      .to(dev, g_dtype, false, true);
 }
 
 at::Tensor Slice(const std::vector<float>& v, int64_t layer, at::IntArrayRef shape,
@@ -36,7 +37,8 @@ std::pair<at::Tensor, at::Tensor> RopeTables(const ModelConfig& c, at::ScalarTyp
   std::vector<T> cos(c.max_seq_len * half), sin(c.max_seq_len * half);
   for (int64_t pos = 0; pos < c.max_seq_len; ++pos) {
     for (int64_t i = 0; i < half; ++i) {
-      T freq = T(1) / std::pow(static_cast<T>(c.rope_theta), static_cast<T>(2 * i) / static_cast<T>(hs));
+      T freq =
+          T(1) / std::pow(static_cast<T>(c.rope_theta), static_cast<T>(2 * i) / static_cast<T>(hs));
       T val = static_cast<T>(pos) * freq;
       cos[pos * half + i] = std::cos(val);
       sin[pos * half + i] = std::sin(val);
@@ -47,8 +49,7 @@ std::pair<at::Tensor, at::Tensor> RopeTables(const ModelConfig& c, at::ScalarTyp
 }
 
 at::Tensor Index(const std::vector<int64_t>& v, const at::Device& dev) {
-  return at::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())},
-                       at::kLong)
+  return at::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())}, at::kLong)
       .clone()
       .to(dev);
 }
@@ -60,9 +61,9 @@ struct LlamaModel::Impl {
   Options options;
   at::Device device{at::kCPU};
   bool cpu_kernels = false;  // the loop kernels of paged_attention.h, not libtorch ops
-  at::Tensor embedding;   // [vocab, dim]
-  at::Tensor classifier;  // [dim, vocab] (transposed for mm)
-  at::Tensor rms_final;   // [dim]
+  at::Tensor embedding;      // [vocab, dim]
+  at::Tensor classifier;     // [dim, vocab] (transposed for mm)
+  at::Tensor rms_final;      // [dim]
   struct Layer {
     at::Tensor rms_att, rms_ffn;  // [dim]
     at::Tensor wqkv_t;            // [dim, dim + 2 kv_dim]
@@ -148,8 +149,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelWeight
     layer.v_cache = at::zeros({slots, c.n_kv_heads, c.head_size()}, opts);
     impl->layers.push_back(std::move(layer));
   }
-  auto [cos, sin] = options.float64 ? RopeTables<double>(c, at::kDouble)
-                                    : RopeTables<float>(c, at::kFloat);
+  auto [cos, sin] =
+      options.float64 ? RopeTables<double>(c, at::kDouble) : RopeTables<float>(c, at::kFloat);
   impl->cos = cos.to(dev);
   impl->sin = sin.to(dev);
   return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(impl)));
@@ -176,8 +177,8 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
                                                      c.max_seq_len, "]"));
     }
     if (static_cast<int64_t>(s.block_table.size()) * bs < end) {
-      return absl::InvalidArgumentError(absl::StrCat("forward: sequence ", i,
-                                                     " has too short a block table"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("forward: sequence ", i, " has too short a block table"));
     }
     for (int b : s.block_table) {
       if (b < 0 || b >= m.options.num_blocks) {
@@ -186,8 +187,8 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
     }
     for (size_t k = 0; k < s.tokens.size(); ++k) {
       if (s.tokens[k] < 0 || s.tokens[k] >= c.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat("forward: token id ", s.tokens[k],
-                                                       " out of range"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("forward: token id ", s.tokens[k], " out of range"));
       }
       const int64_t pos = s.start_pos + static_cast<int64_t>(k);
       tokens.push_back(s.tokens[k]);
@@ -261,8 +262,8 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
     at::Tensor qkv = at::mm(rms_norm(x, layer.rms_att), layer.wqkv_t);
     at::Tensor q;
     if (cpu) {
-      q = internal::RopeAndCacheCpu(qkv, m.cos, m.sin, queries, slots, layer.k_cache,
-                                    layer.v_cache, H);
+      q = internal::RopeAndCacheCpu(qkv, m.cos, m.sin, queries, slots, layer.k_cache, layer.v_cache,
+                                    H);
     } else {
       std::vector<at::Tensor> parts = qkv.split_with_sizes({c.dim, c.kv_dim(), c.kv_dim()}, 1);
       q = Impl::Rope(parts[0].reshape({T, H, hs}), cos, sin);

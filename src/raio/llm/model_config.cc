@@ -5,14 +5,17 @@
 namespace raio::llm {
 
 absl::Status ModelConfig::Validate() const {
-  const std::pair<const char*, int64_t> sizes[] = {
-      {"dim", dim},         {"hidden_dim", hidden_dim}, {"n_layers", n_layers},
-      {"n_heads", n_heads}, {"n_kv_heads", n_kv_heads}, {"vocab_size", vocab_size},
-      {"max_seq_len", max_seq_len}};
+  const std::pair<const char*, int64_t> sizes[] = {{"dim", dim},
+                                                   {"hidden_dim", hidden_dim},
+                                                   {"n_layers", n_layers},
+                                                   {"n_heads", n_heads},
+                                                   {"n_kv_heads", n_kv_heads},
+                                                   {"vocab_size", vocab_size},
+                                                   {"max_seq_len", max_seq_len}};
   for (const auto& [name, v] : sizes) {
     if (v <= 0 || v > (int64_t{1} << 31)) {
-      return absl::InvalidArgumentError(absl::StrCat("model config: ", name, " = ", v,
-                                                     " is out of range"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model config: ", name, " = ", v, " is out of range"));
     }
   }
   if (dim % n_heads != 0) {

@@ -10,14 +10,14 @@
 namespace raio::llm {
 
 struct ModelConfig {
-  int64_t dim = 0;           // hidden size (HF `hidden_size`)
-  int64_t hidden_dim = 0;    // feed-forward size (HF `intermediate_size`)
-  int64_t n_layers = 0;      // decoder layers
-  int64_t n_heads = 0;       // query heads
-  int64_t n_kv_heads = 0;    // key/value heads (grouped-query attention when < n_heads)
-  int64_t vocab_size = 0;    // tokens
-  int64_t max_seq_len = 0;   // context length in tokens (HF `max_position_embeddings`)
-  double norm_eps = 1e-5;    // RMSNorm epsilon
+  int64_t dim = 0;          // hidden size (HF `hidden_size`)
+  int64_t hidden_dim = 0;   // feed-forward size (HF `intermediate_size`)
+  int64_t n_layers = 0;     // decoder layers
+  int64_t n_heads = 0;      // query heads
+  int64_t n_kv_heads = 0;   // key/value heads (grouped-query attention when < n_heads)
+  int64_t vocab_size = 0;   // tokens
+  int64_t max_seq_len = 0;  // context length in tokens (HF `max_position_embeddings`)
+  double norm_eps = 1e-5;   // RMSNorm epsilon
   double rope_theta = 10000.0;
   bool tied_embeddings = true;  // classifier shares the token embedding
   int64_t bos_id = 1;

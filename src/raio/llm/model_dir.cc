@@ -56,7 +56,8 @@ absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir) {
     absl::StatusOr<ModelWeights> w = LoadHfModel(dir);
     if (!w.ok()) return w.status();
     m.weights = *std::move(w);
-    absl::StatusOr<std::unique_ptr<Tokenizer>> t = LoadSentencePieceTokenizer(dir + "/tokenizer.model");
+    absl::StatusOr<std::unique_ptr<Tokenizer>> t =
+        LoadSentencePieceTokenizer(dir + "/tokenizer.model");
     if (!t.ok()) return t.status();
     m.tokenizer = *std::move(t);
   } else {
@@ -71,8 +72,8 @@ absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir) {
     m.tokenizer = *std::move(t);
   }
   if (m.tokenizer->vocab_size() != m.weights.config.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(dir, ": tokenizer has ", m.tokenizer->vocab_size(),
-                                                   " tokens, the model ",
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": tokenizer has ",
+                                                   m.tokenizer->vocab_size(), " tokens, the model ",
                                                    m.weights.config.vocab_size));
   }
   return m;

@@ -67,8 +67,8 @@ bool ParseApiRequest(const std::string& body, bool chat, const std::string& serv
       if (!j["model"].is_string()) return Fail(error, "model must be a string", "model");
       r.model = j["model"];
       if (r.model != served_model) {
-        return Fail(error, absl::StrCat("The model `", r.model, "` does not exist."), "model",
-                    404, "NotFoundError");
+        return Fail(error, absl::StrCat("The model `", r.model, "` does not exist."), "model", 404,
+                    "NotFoundError");
       }
     }
     r.prompt = {tok.bos_id()};
@@ -98,7 +98,8 @@ bool ParseApiRequest(const std::string& body, bool chat, const std::string& serv
       } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
         r.prompt.clear();
         for (const json& t : p) {
-          if (!t.is_number_integer()) return Fail(error, "prompt token ids must be integers", "prompt");
+          if (!t.is_number_integer())
+            return Fail(error, "prompt token ids must be integers", "prompt");
           int64_t v = t.get<int64_t>();
           if (v < 0 || v >= tok.vocab_size()) {
             return Fail(error, absl::StrCat("token id ", v, " is out of vocabulary"), "prompt");
@@ -110,15 +111,17 @@ bool ParseApiRequest(const std::string& body, bool chat, const std::string& serv
       }
     }
     if (static_cast<int>(r.prompt.size()) >= max_model_len) {
-      return Fail(error, absl::StrCat("This model's maximum context length is ", max_model_len,
-                                      " tokens. However, your prompt has ", r.prompt.size(),
-                                      " tokens."), chat ? "messages" : "prompt");
+      return Fail(error,
+                  absl::StrCat("This model's maximum context length is ", max_model_len,
+                               " tokens. However, your prompt has ", r.prompt.size(), " tokens."),
+                  chat ? "messages" : "prompt");
     }
     SamplingParams& sp = r.params;
-    const char* mt_key = chat && j.contains("max_completion_tokens") ? "max_completion_tokens"
-                                                                     : "max_tokens";
+    const char* mt_key =
+        chat && j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (j.contains(mt_key) && !j[mt_key].is_null()) {
-      if (!j[mt_key].is_number_integer()) return Fail(error, "max_tokens must be an integer", mt_key);
+      if (!j[mt_key].is_number_integer())
+        return Fail(error, "max_tokens must be an integer", mt_key);
       int64_t v = j[mt_key].get<int64_t>();
       if (v <= 0) return Fail(error, "max_tokens must be at least 1", mt_key);
       sp.max_tokens = static_cast<int>(std::min<int64_t>(v, 1 << 30));
@@ -152,7 +155,8 @@ bool ParseApiRequest(const std::string& body, bool chat, const std::string& serv
         sp.stop.push_back(s);
       } else if (s.is_array()) {
         for (const json& x : s) {
-          if (!x.is_string()) return Fail(error, "stop must be a string or a list of strings", "stop");
+          if (!x.is_string())
+            return Fail(error, "stop must be a string or a list of strings", "stop");
           sp.stop.push_back(x);
         }
       } else {
@@ -166,7 +170,8 @@ bool ParseApiRequest(const std::string& body, bool chat, const std::string& serv
     if (chat) {
       if (j.value("logprobs", false)) sp.logprobs = j.value("top_logprobs", 0);
     } else if (j.contains("logprobs") && !j["logprobs"].is_null()) {
-      if (!j["logprobs"].is_number_integer()) return Fail(error, "logprobs must be an integer", "logprobs");
+      if (!j["logprobs"].is_number_integer())
+        return Fail(error, "logprobs must be an integer", "logprobs");
       sp.logprobs = j["logprobs"].get<int>();
     }
     if (j.contains("stream") && !j["stream"].is_null()) {
@@ -198,7 +203,8 @@ json ResponseJson(const ApiRequest& req, const std::string& id, int64_t created,
     choice["logprobs"] = req.params.logprobs ? ChatLogprobs(res.logprobs, tok) : json(nullptr);
   } else {
     choice["text"] = res.text;
-    choice["logprobs"] = req.params.logprobs ? CompletionLogprobs(res.logprobs, tok) : json(nullptr);
+    choice["logprobs"] =
+        req.params.logprobs ? CompletionLogprobs(res.logprobs, tok) : json(nullptr);
   }
   return {{"id", id},
           {"object", req.chat ? "chat.completion" : "text_completion"},
@@ -209,8 +215,7 @@ json ResponseJson(const ApiRequest& req, const std::string& id, int64_t created,
 }
 
 json ChunkJson(const ApiRequest& req, const std::string& id, int64_t created,
-               const std::string& model, const RequestOutput& o, bool first,
-               const Tokenizer& tok) {
+               const std::string& model, const RequestOutput& o, bool first, const Tokenizer& tok) {
   json choice = {{"index", 0}, {"finish_reason", FinishJson(o.finish_reason)}};
   if (req.chat) {
     json delta = json::object();

@@ -24,8 +24,8 @@ nlohmann::json ErrorJson(const ApiError& e);
 
 struct ApiRequest {
   bool chat = false;
-  std::string model;           // as given (empty: the served one)
-  std::vector<int> prompt;     // token ids, BOS first
+  std::string model;        // as given (empty: the served one)
+  std::vector<int> prompt;  // token ids, BOS first
   SamplingParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage

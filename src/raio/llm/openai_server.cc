@@ -153,13 +153,16 @@ class Exchange {
     const bool post = req.method() == http::verb::post;
     if (target == "/health" && get) return Send(http::status::ok, "text/plain", "");
     if (target == "/metrics" && get) {
-      return Send(http::status::ok, "text/plain; version=0.0.4",
-                  engine_->Metrics());
+      return Send(http::status::ok, "text/plain; version=0.0.4", engine_->Metrics());
     }
     if (target == "/v1/models" && get) {
       const std::string& id = engine_->model_name();
-      json m = {{"id", id},           {"object", "model"},      {"created", std::time(nullptr)},
-                {"owned_by", "raio"}, {"root", id},             {"parent", nullptr},
+      json m = {{"id", id},
+                {"object", "model"},
+                {"created", std::time(nullptr)},
+                {"owned_by", "raio"},
+                {"root", id},
+                {"parent", nullptr},
                 {"max_model_len", engine_->max_model_len()}};
       return SendJson(200, {{"object", "list"}, {"data", json::array({m})}});
     }
@@ -210,9 +213,13 @@ class Exchange {
     if (!id.ok()) {
       const bool busy = id.status().code() == absl::StatusCode::kResourceExhausted;
       const bool bad = id.status().code() == absl::StatusCode::kInvalidArgument;
-      return SendError({busy ? 503 : bad ? 400 : 500, std::string(id.status().message()),
-                        busy ? "ServiceUnavailableError" : bad ? "BadRequestError"
-                                                               : "InternalServerError",
+      return SendError({busy  ? 503
+                        : bad ? 400
+                              : 500,
+                        std::string(id.status().message()),
+                        busy  ? "ServiceUnavailableError"
+                        : bad ? "BadRequestError"
+                              : "InternalServerError",
                         ""},
                        busy);
     }
@@ -310,8 +317,8 @@ void OpenAiServer::Serve(Connection* c) {
       break;
     }
     if (ec) {
-      ex.SendError({400, absl::StrCat("malformed HTTP request: ", ec.message()), "BadRequestError",
-                    ""});
+      ex.SendError(
+          {400, absl::StrCat("malformed HTTP request: ", ec.message()), "BadRequestError", ""});
       break;
     }
     if (!ex.Handle(parser.get())) break;

@@ -1,6 +1,6 @@
-// The OpenAI-compatible HTTP front of an engine (an EngineClient: in-process or in an actor) (Boost.Beast, HTTP/1.1): POST
-// /v1/completions and /v1/chat/completions (JSON, or server-sent events with
-// `stream: true`), GET /v1/models, /health and /metrics (Prometheus text, vLLM names).
+// The OpenAI-compatible HTTP front of an engine (an EngineClient: in-process or in an actor)
+// (Boost.Beast, HTTP/1.1): POST /v1/completions and /v1/chat/completions (JSON, or server-sent
+// events with `stream: true`), GET /v1/models, /health and /metrics (Prometheus text, vLLM names).
 // One thread per connection: a connection blocks only on its own socket and on polling
 // its request's outputs. A client that goes
 // away (stream write fails, or the socket reads EOF while it waits) has its request

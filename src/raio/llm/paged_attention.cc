@@ -102,9 +102,8 @@ at::Tensor PagedAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_cache,
   at::Tensor out = at::empty({T, H * hs}, q.options());
   if (hs > 256) throw std::invalid_argument("PagedAttentionCpu: head size over 256");
   if (q.scalar_type() == at::kDouble) {
-    Attend<double, 0>(q.data_ptr<double>(), k_cache.data_ptr<double>(),
-                      v_cache.data_ptr<double>(), out.data_ptr<double>(), tokens, H, KVH, hs,
-                      block_size);
+    Attend<double, 0>(q.data_ptr<double>(), k_cache.data_ptr<double>(), v_cache.data_ptr<double>(),
+                      out.data_ptr<double>(), tokens, H, KVH, hs, block_size);
     return out;
   }
   auto run = [&](auto kernel) {
@@ -112,12 +111,24 @@ at::Tensor PagedAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_cache,
            out.data_ptr<float>(), tokens, H, KVH, hs, block_size);
   };
   switch (hs) {
-    case 8: run(Attend<float, 8>); break;
-    case 16: run(Attend<float, 16>); break;
-    case 32: run(Attend<float, 32>); break;
-    case 64: run(Attend<float, 64>); break;
-    case 128: run(Attend<float, 128>); break;
-    default: run(Attend<float, 0>); break;
+    case 8:
+      run(Attend<float, 8>);
+      break;
+    case 16:
+      run(Attend<float, 16>);
+      break;
+    case 32:
+      run(Attend<float, 32>);
+      break;
+    case 64:
+      run(Attend<float, 64>);
+      break;
+    case 128:
+      run(Attend<float, 128>);
+      break;
+    default:
+      run(Attend<float, 0>);
+      break;
   }
   return out;
 }
@@ -188,17 +199,16 @@ at::Tensor RmsNormCpu(const at::Tensor& x_in, const at::Tensor& w, double eps) {
   return out;
 }
 
-at::Tensor RopeAndCacheCpu(const at::Tensor& qkv_in, const at::Tensor& cos,
-                           const at::Tensor& sin, const std::vector<QueryToken>& tokens,
-                           const std::vector<int64_t>& slots, at::Tensor& k_cache,
-                           at::Tensor& v_cache, int64_t n_heads) {
+at::Tensor RopeAndCacheCpu(const at::Tensor& qkv_in, const at::Tensor& cos, const at::Tensor& sin,
+                           const std::vector<QueryToken>& tokens, const std::vector<int64_t>& slots,
+                           at::Tensor& k_cache, at::Tensor& v_cache, int64_t n_heads) {
   at::Tensor qkv = qkv_in.contiguous();
   const int64_t KVH = k_cache.size(1), hs = k_cache.size(2), bs = k_cache.size(3);
   at::Tensor q = at::empty({qkv.size(0), n_heads, hs}, qkv.options());
   if (qkv.scalar_type() == at::kDouble) {
-    RopeImpl(qkv.data_ptr<double>(), cos.data_ptr<double>(), sin.data_ptr<double>(), tokens,
-             slots, k_cache.data_ptr<double>(), v_cache.data_ptr<double>(), q.data_ptr<double>(),
-             n_heads, KVH, hs, bs);
+    RopeImpl(qkv.data_ptr<double>(), cos.data_ptr<double>(), sin.data_ptr<double>(), tokens, slots,
+             k_cache.data_ptr<double>(), v_cache.data_ptr<double>(), q.data_ptr<double>(), n_heads,
+             KVH, hs, bs);
   } else {
     RopeImpl(qkv.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(), tokens, slots,
              k_cache.data_ptr<float>(), v_cache.data_ptr<float>(), q.data_ptr<float>(), n_heads,

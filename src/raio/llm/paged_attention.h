@@ -35,9 +35,8 @@ at::Tensor RmsNormCpu(const at::Tensor& x, const at::Tensor& w, double eps);
 // the caches at `slots` (k_cache in the transposed block layout above), and returns
 // q [T, n_heads, head_size].
 at::Tensor RopeAndCacheCpu(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
-                           const std::vector<QueryToken>& tokens,
-                           const std::vector<int64_t>& slots, at::Tensor& k_cache,
-                           at::Tensor& v_cache, int64_t n_heads);
+                           const std::vector<QueryToken>& tokens, const std::vector<int64_t>& slots,
+                           at::Tensor& k_cache, at::Tensor& v_cache, int64_t n_heads);
 // silu(gate) * up for gu = [gate | up] of shape [T, 2 hidden]; returns [T, hidden].
 at::Tensor SwiGluCpu(const at::Tensor& gu);
 

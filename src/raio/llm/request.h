@@ -27,12 +27,12 @@ struct Request {
   OutputCallback on_output;
 
   RequestState state = RequestState::kWaiting;
-  int num_computed = 0;            // tokens whose keys/values are in the cache
-  std::vector<int> blocks;         // block table: physical block of each logical block
+  int num_computed = 0;                // tokens whose keys/values are in the cache
+  std::vector<int> blocks;             // block table: physical block of each logical block
   std::vector<uint64_t> block_hashes;  // hashes of the leading full blocks
   int num_preemptions = 0;
   bool ever_scheduled = false;
-  int num_cached_prompt_tokens = 0;    // prefix-cache hit of the first admission
+  int num_cached_prompt_tokens = 0;  // prefix-cache hit of the first admission
 
   // Output text (decoded generated tokens, after stop-string truncation) and how much of
   // it has been delivered.

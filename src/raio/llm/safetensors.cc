@@ -72,9 +72,8 @@ absl::StatusOr<std::map<std::string, FloatTensor>> ReadSafetensors(const std::st
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", name, ": ", why));
     };
     if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
-        !info.contains("data_offsets") || !info["dtype"].is_string() ||
-        !info["shape"].is_array() || !info["data_offsets"].is_array() ||
-        info["data_offsets"].size() != 2) {
+        !info.contains("data_offsets") || !info["dtype"].is_string() || !info["shape"].is_array() ||
+        !info["data_offsets"].is_array() || info["data_offsets"].size() != 2) {
       return bad("needs dtype, shape and data_offsets");
     }
     const std::string dtype = info["dtype"];
@@ -115,7 +114,8 @@ absl::Status WriteSafetensors(const std::map<std::string, FloatTensor>& tensors,
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     uint64_t bytes = t.data.size() * 4;
-    header[name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string h = header.dump();

@@ -37,7 +37,8 @@ SampledToken Sample(std::span<const float> logits, const SamplingParams& params,
     std::vector<double> p(keep);
     const double mx = logits[order[0]] / params.temperature;
     double sum = 0;
-    for (int i = 0; i < keep; ++i) sum += (p[i] = std::exp(logits[order[i]] / params.temperature - mx));
+    for (int i = 0; i < keep; ++i)
+      sum += (p[i] = std::exp(logits[order[i]] / params.temperature - mx));
     if (params.top_p < 1) {
       double acc = 0;
       for (int i = 0; i < keep; ++i) {
@@ -67,8 +68,9 @@ SampledToken Sample(std::span<const float> logits, const SamplingParams& params,
     std::vector<int> order(n);
     std::iota(order.begin(), order.end(), 0);
     const int k = std::min(*params.logprobs, n);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
     for (int i = 0; i < k; ++i) {
       out.top.push_back({order[i], static_cast<float>(logits[order[i]] - log_z)});
     }

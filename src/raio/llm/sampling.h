@@ -17,16 +17,16 @@
 namespace raio::llm {
 
 struct SamplingParams {
-  double temperature = 1.0;  // 0: greedy (argmax); must be >= 0
-  double top_p = 1.0;        // nucleus mass in (0, 1]
-  int top_k = -1;            // keep the k most likely tokens; -1 or 0: all
-  std::optional<uint64_t> seed;  // per-request generator seed; unset: random
-  int max_tokens = 16;           // generated tokens, >= 1
-  std::vector<std::string> stop;          // stop strings (not included in the text)
-  std::vector<int> stop_token_ids;        // extra stop tokens (included in the count)
-  bool ignore_eos = false;                // keep going past EOS / BOS
-  std::optional<int> logprobs;            // return the chosen token's logprob and this many
-                                          // top alternatives (0..20)
+  double temperature = 1.0;         // 0: greedy (argmax); must be >= 0
+  double top_p = 1.0;               // nucleus mass in (0, 1]
+  int top_k = -1;                   // keep the k most likely tokens; -1 or 0: all
+  std::optional<uint64_t> seed;     // per-request generator seed; unset: random
+  int max_tokens = 16;              // generated tokens, >= 1
+  std::vector<std::string> stop;    // stop strings (not included in the text)
+  std::vector<int> stop_token_ids;  // extra stop tokens (included in the count)
+  bool ignore_eos = false;          // keep going past EOS / BOS
+  std::optional<int> logprobs;      // return the chosen token's logprob and this many
+                                    // top alternatives (0..20)
 
   // InvalidArgument naming the field when a value is outside the ranges above.
   [[nodiscard]] absl::Status Validate() const;

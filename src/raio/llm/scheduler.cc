@@ -75,9 +75,8 @@ std::vector<ScheduledChunk> Scheduler::Schedule() {
       r->block_hashes.clear();
       uint64_t parent = 0;
       for (size_t b = 0; b < r->blocks.size(); ++b) {
-        parent = BlockPool::HashBlock(
-            parent, std::span<const int>(r->tokens).subspan(b * pool_->block_size(),
-                                                            pool_->block_size()));
+        parent = BlockPool::HashBlock(parent, std::span<const int>(r->tokens).subspan(
+                                                  b * pool_->block_size(), pool_->block_size()));
         r->block_hashes.push_back(parent);
       }
       if (r->num_preemptions == 0) r->num_cached_prompt_tokens = r->num_computed;

@@ -107,8 +107,8 @@ std::vector<SentencePieceToken> SentencePieceModel::Vocabulary() const {
   for (int id = 0; id < n; ++id) {
     int flags = 0;
     int len = GetShim().piece(impl_->sp, id, buf, sizeof(buf), &flags);
-    out.push_back({std::string(buf, std::min<int>(len, sizeof(buf))), (flags & 1) != 0,
-                   (flags & 2) != 0});
+    out.push_back(
+        {std::string(buf, std::min<int>(len, sizeof(buf))), (flags & 1) != 0, (flags & 2) != 0});
   }
   return out;
 }

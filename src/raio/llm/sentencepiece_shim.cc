@@ -13,7 +13,7 @@
 extern "C" {
 
 __attribute__((visibility("default"))) void* raio_sp_load(const char* path, char* err,
-                                                            int err_len) {
+                                                          int err_len) {
   auto* sp = new sentencepiece::SentencePieceProcessor();
   const auto status = sp->Load(path);
   if (!status.ok()) {
@@ -30,10 +30,10 @@ __attribute__((visibility("default"))) void raio_sp_free(void* sp) {
 
 // Writes up to `cap` ids to `out`; returns how many there are (call again if more).
 __attribute__((visibility("default"))) int raio_sp_encode(void* sp, const char* text, size_t len,
-                                                           int* out, int cap) {
+                                                          int* out, int cap) {
   std::vector<int> ids;
-  (void)static_cast<sentencepiece::SentencePieceProcessor*>(sp)->Encode(
-      std::string(text, len), &ids);
+  (void)static_cast<sentencepiece::SentencePieceProcessor*>(sp)->Encode(std::string(text, len),
+                                                                        &ids);
   for (int i = 0; i < static_cast<int>(ids.size()) && i < cap; ++i) out[i] = ids[i];
   return static_cast<int>(ids.size());
 }
@@ -45,7 +45,7 @@ __attribute__((visibility("default"))) int raio_sp_size(void* sp) {
 // Copies piece `id` into `buf` (up to cap bytes), sets flags (1: control or unknown,
 // 2: byte token) and returns the piece's length.
 __attribute__((visibility("default"))) int raio_sp_piece(void* sp, int id, char* buf, int cap,
-                                                          int* flags) {
+                                                         int* flags) {
   auto* p = static_cast<sentencepiece::SentencePieceProcessor*>(sp);
   const std::string& piece = p->IdToPiece(id);
   std::memcpy(buf, piece.data(), std::min<size_t>(piece.size(), cap));

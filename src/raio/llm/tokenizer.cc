@@ -15,10 +15,14 @@ int ByteTokenValue(std::string_view piece) {
   int v = 0;
   for (char ch : piece.substr(3, 2)) {
     v *= 16;
-    if (ch >= '0' && ch <= '9') v += ch - '0';
-    else if (ch >= 'A' && ch <= 'F') v += ch - 'A' + 10;
-    else if (ch >= 'a' && ch <= 'f') v += ch - 'a' + 10;
-    else return -1;
+    if (ch >= '0' && ch <= '9')
+      v += ch - '0';
+    else if (ch >= 'A' && ch <= 'F')
+      v += ch - 'A' + 10;
+    else if (ch >= 'a' && ch <= 'f')
+      v += ch - 'a' + 10;
+    else
+      return -1;
   }
   return v;
 }
@@ -45,7 +49,8 @@ class SentencePieceTokenizer : public Tokenizer {
       if (t.control) {
         bytes_.emplace_back();
       } else {
-        bytes_.push_back(b >= 0 ? std::string(1, static_cast<char>(b)) : ReplaceSpaceMarks(t.piece));
+        bytes_.push_back(b >= 0 ? std::string(1, static_cast<char>(b))
+                                : ReplaceSpaceMarks(t.piece));
       }
     }
   }
@@ -77,7 +82,8 @@ std::string Tokenizer::Decode(const std::vector<int>& ids, int prev_id) const {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string& path) {
   std::string error;
-  std::unique_ptr<internal::SentencePieceModel> sp = internal::SentencePieceModel::Load(path, &error);
+  std::unique_ptr<internal::SentencePieceModel> sp =
+      internal::SentencePieceModel::Load(path, &error);
   if (!sp) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot load SentencePiece model ", path, ": ", error));

@@ -43,9 +43,8 @@ absl::Status ModelWeights::Validate() const {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
   for (const Field& f : Fields(*this)) {
     if (f.data->size() != f.size) {
-      return absl::InvalidArgumentError(absl::StrCat("weights: ", f.name, " has ",
-                                                     f.data->size(), " floats, expected ",
-                                                     f.size));
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights: ", f.name, " has ", f.data->size(), " floats, expected ", f.size));
     }
   }
   return absl::OkStatus();
