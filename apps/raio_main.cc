@@ -114,10 +114,12 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
     nlohmann::json j{{"address", address},
                      {"pid", ::getpid()},
                      {"log", log},
-                     {"session_dir", (*cluster)->session_dir()}};
+                     {"session_dir", (*cluster)->session_dir()},
+                     {"shutdown_token", (*cluster)->shutdown_token()}};
     if (self) j["pid_start_ticks"] = self->start_ticks;
     ::mkdir(StateDir().c_str(), 0700);
     std::ofstream(ClusterFile()) << j.dump() << "\n";
+    ::chmod(ClusterFile().c_str(), 0600);  // it holds the shutdown token
     message = "ok " + address;
   }
   if (ready_fd >= 0) {

@@ -55,8 +55,10 @@ struct ActorOptions {
 // Runtime ABI for actors (see raio/internal/runtime.h for the conventions).
 ActorId CreateActor(const std::string& factory_name, const std::string& class_name,
                     std::vector<TaskArg> args, const ActorOptions& options);
+// Returns the id of the call's first return object; each of its `num_returns` return
+// objects (NthReturnId) holds one adopted local reference.
 ObjectId SubmitActorTask(const ActorId& actor, const std::string& method_name,
-                         std::vector<TaskArg> args);
+                         std::vector<TaskArg> args, int num_returns = 1);
 void KillActor(const ActorId& actor, bool no_restart);
 // nullopt when no live actor has that name; InvalidUsageError when it is of another class.
 std::optional<ActorId> GetNamedActor(const std::string& name, const std::string& ns,
@@ -87,8 +89,9 @@ class ActorTaskCaller {
   // ObjectRef). Throws InvalidUsageError if the method is not registered. The result fails with
   // ActorDiedError when the actor is dead (or dies during the call and the call may not
   // be retried: SetMaxTaskRetries), TaskError when the method threw (the actor lives on).
+  // A method returning std::tuple<T...> gives std::tuple<ObjectRef<T>...> (see Task).
   template <typename... A>
-  ObjectRef<R> Remote(A&&... args) {
+  internal::RemoteResult<R> Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "wrong number of arguments for this method");
     static_assert((internal::ArgMatches<P, A>() && ...),
                   "an argument's type does not match the method's parameter type");
@@ -96,8 +99,8 @@ class ActorTaskCaller {
     std::vector<internal::TaskArg> task_args;
     task_args.reserve(sizeof...(A));
     (task_args.push_back(internal::MakeArg<P>(std::forward<A>(args))), ...);
-    return ObjectRef<R>(internal::SubmitActorTask(actor_, name, std::move(task_args)),
-                        typename ObjectRef<R>::Adopt{});
+    return internal::AdoptReturns<R>(internal::SubmitActorTask(actor_, name, std::move(task_args),
+                                                               internal::ReturnsOf<R>::kCount));
   }
 
  private:

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "raio/internal/returns.h"
 #include "raio/internal/runtime.h"
 #include "raio/serialization.h"
 
@@ -100,7 +101,11 @@ EncodedValue Invoke(const void* key, const std::vector<ValueView>& args) {
     call(std::index_sequence_for<A...>{});
     return EncodedValue{ValueFormat::kMsgpack, DType::kNone, PackNil()};
   } else {
-    return Encode(call(std::index_sequence_for<A...>{}));
+    if constexpr (ReturnsOf<R>::kTuple) {
+      return EncodeReturns(call(std::index_sequence_for<A...>{}));
+    } else {
+      return Encode(call(std::index_sequence_for<A...>{}));
+    }
   }
 }
 
@@ -177,7 +182,11 @@ EncodedValue InvokeMethod(void* instance, const void* key, const std::vector<Val
     call(std::index_sequence_for<A...>{});
     return EncodedValue{ValueFormat::kMsgpack, DType::kNone, PackNil()};
   } else {
-    return Encode(call(std::index_sequence_for<A...>{}));
+    if constexpr (ReturnsOf<R>::kTuple) {
+      return EncodeReturns(call(std::index_sequence_for<A...>{}));
+    } else {
+      return Encode(call(std::index_sequence_for<A...>{}));
+    }
   }
 }
 

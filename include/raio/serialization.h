@@ -30,7 +30,9 @@
 namespace raio {
 namespace internal {
 
-enum class ValueFormat : uint8_t { kMsgpack = 0, kRaw = 1, kArray = 2 };
+// kReturns: the several return values of one call (a function returning std::tuple),
+// each a (format, dtype, value) part (PackReturns); never the format of a stored object.
+enum class ValueFormat : uint8_t { kMsgpack = 0, kRaw = 1, kArray = 2, kReturns = 3 };
 enum class DType : uint8_t {
   kNone = 0,
   kI8,

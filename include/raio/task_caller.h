@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "raio/errors.h"
+#include "raio/internal/returns.h"
 #include "raio/internal/runtime.h"
 #include "raio/object_ref.h"
 #include "raio/remote.h"
@@ -113,8 +114,10 @@ class TaskCaller<R (*)(P...)> {
   // object store's capacity less 64 bytes; arguments of 100 KiB or more go to the store):
   // the message names the argument, the function, the size and the limit. A demand no
   // node can meet is reported at Get() as UnschedulableError.
+  // A function returning std::tuple<T...> gives std::tuple<ObjectRef<T>...>: one object
+  // per element (raio/internal/returns.h).
   template <typename... A>
-  ObjectRef<R> Remote(A&&... args) {
+  internal::RemoteResult<R> Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "wrong number of arguments for this function");
     static_assert((internal::ArgMatches<P, A>() && ...),
                   "an argument's type does not match the function's parameter type "
@@ -125,8 +128,9 @@ class TaskCaller<R (*)(P...)> {
     std::vector<internal::TaskArg> task_args;
     task_args.reserve(sizeof...(A));
     (task_args.push_back(internal::MakeArg<P>(std::forward<A>(args))), ...);
-    return ObjectRef<R>(internal::SubmitTask(name, std::move(task_args), options_),
-                        typename ObjectRef<R>::Adopt{});
+    internal::TaskOptions options = options_;
+    options.num_returns = internal::ReturnsOf<R>::kCount;
+    return internal::AdoptReturns<R>(internal::SubmitTask(name, std::move(task_args), options));
   }
 
  private:

@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "harness.h"
@@ -128,6 +130,30 @@ int64_t HoldBytes(std::vector<uint8_t> a, int ms) {
   return static_cast<int64_t>(a.size()) + a.back();
 }
 RAIO_REMOTE(TotalBytes2, TotalBytes3, HoldBytes);
+
+// Several return values (groundwork issue, point 3): one object per tuple element.
+std::tuple<int, std::string, std::vector<double>> Split3(int n) {
+  return {n, std::string(static_cast<std::size_t>(n % 100), 'x'),
+          std::vector<double>(static_cast<std::size_t>(n), 0.5)};
+}
+std::tuple<int, int> ThrowsTwo(int x) {
+  throw std::runtime_error("no pair for " + std::to_string(x));
+}
+std::tuple<raio::ObjectRef<int>, int> PutAndEcho(int v) { return {raio::Put(v * 2), v}; }
+RAIO_REMOTE(Split3, ThrowsTwo, PutAndEcho);
+
+class Pairer {
+ public:
+  static Pairer* Create() { return new Pairer(); }
+  std::tuple<int, std::string> Next(std::string tag) {
+    ++count_;
+    return {count_, tag + std::to_string(count_)};
+  }
+
+ private:
+  int count_ = 0;
+};
+RAIO_REMOTE(Pairer::Create, &Pairer::Next);
 
 class RegressionTest : public ::testing::Test {
  protected:
@@ -412,6 +438,86 @@ TEST_F(RegressionTest, GetTimeoutOfATaskWaitingForResourcesSaysSo) {
   }
   holder.Kill();
   EXPECT_EQ(waiting.Get(30s), 3);
+}
+
+// Groundwork issue, point 4: cancelling a task that waited for an argument freed its entry
+// while the argument kept a pointer to it; a later task allocated at the same address was
+// then counted as resolved when that argument became ready, and sent before its own
+// argument was (an empty value, or a use-after-free under ASan).
+TEST_F(RegressionTest, CancellingATaskWaitingForAnArgumentLeavesLaterTasksTheirArguments) {
+  for (int round = 0; round < 3; ++round) {
+    auto soon = raio::Task(SleepMs).Remote(200);
+    std::vector<raio::ObjectRef<int>> cancelled;
+    for (int i = 0; i < 20; ++i) cancelled.push_back(raio::Task(Add).Remote(soon, i));
+    for (auto& ref : cancelled) raio::Cancel(ref);
+    // Allocated after the cancelled ones were freed, waiting for a later object.
+    auto later = raio::Task(SleepMs).Remote(1000);
+    std::vector<raio::ObjectRef<int>> results;
+    for (int i = 0; i < 50; ++i) results.push_back(raio::Task(Add).Remote(later, i));
+    EXPECT_EQ(soon.Get(30s), 200);
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(results[i].Get(30s), 1000 + i) << "task " << i;
+    for (auto& ref : cancelled) EXPECT_THROW(ref.Get(10s), raio::TaskCancelledError);
+  }
+}
+
+// Groundwork issue, point 4: an actor call with an ObjectRef argument blocked the calling
+// thread until the argument was ready. It returns at once now, and still runs before the
+// calls submitted after it.
+TEST_F(RegressionTest, ActorCallsWithPendingRefArgumentsReturnAtOnceAndKeepTheirOrder) {
+  auto probe = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
+  ASSERT_EQ(probe.Task(&Probe::Echo).Remote(1).Get(30s), 1);
+  const std::string path = (dir_ / "order.txt").string();
+  auto slow = raio::Task(SleepMs).Remote(800);
+  auto first = probe.Task(&Probe::Note).Remote(path, slow);
+  // Remote returned while `slow` still runs.
+  EXPECT_EQ(raio::Wait(std::vector{slow}, 0, 0ms).pending.size(), 1u);
+  auto second = probe.Task(&Probe::Note).Remote(path, 2);
+  auto third = probe.Task(&Probe::Echo).Remote(slow);
+  EXPECT_EQ(second.Get(30s), 2);
+  EXPECT_EQ(first.Get(30s), 800);
+  EXPECT_EQ(third.Get(30s), 800);
+  std::ifstream in(path);
+  std::string a, b;
+  in >> a >> b;
+  EXPECT_EQ(a, "800");
+  EXPECT_EQ(b, "2");
+  // A failed argument fails only its call; the calls behind it go on.
+  auto bad = raio::Task(ThrowsRuntimeError).Remote(1);
+  auto failed = probe.Task(&Probe::Echo).Remote(bad);
+  auto after = probe.Task(&Probe::Echo).Remote(5);
+  EXPECT_THROW(failed.Get(30s), raio::TaskError);
+  EXPECT_EQ(after.Get(30s), 5);
+  probe.Kill();
+}
+
+TEST_F(RegressionTest, TupleResultsAreOneObjectPerElement) {
+  // 20000 doubles (160 KB) go to the store; the others are inline.
+  auto [n, text, values] = raio::Task(Split3).Remote(20000);
+  static_assert(std::is_same_v<decltype(n), raio::ObjectRef<int>>);
+  EXPECT_EQ(raio::Task(Add).Remote(n, 1).Get(30s), 20001);
+  EXPECT_EQ(text.Get(30s), std::string(0, 'x'));
+  std::vector<double> v = values.Get(30s);
+  ASSERT_EQ(v.size(), 20000u);
+  EXPECT_EQ(v.back(), 0.5);
+  EXPECT_NE(n.ID(), values.ID());
+  // An error fails every return.
+  auto [a, b] = raio::Task(ThrowsTwo).Remote(7);
+  EXPECT_THROW(a.Get(30s), raio::TaskError);
+  EXPECT_THROW(b.Get(30s), raio::TaskError);
+  // An ObjectRef inside one return lives with that return.
+  auto [inner, echo] = raio::Task(PutAndEcho).Remote(21);
+  EXPECT_EQ(echo.Get(30s), 21);
+  raio::ObjectRef<int> got = inner.Get(30s);
+  EXPECT_EQ(got.Get(30s), 42);
+  // Actor methods too, in order.
+  auto pairer = raio::Actor(Pairer::Create).Remote();
+  auto [c1, t1] = pairer.Task(&Pairer::Next).Remote(std::string("a"));
+  auto [c2, t2] = pairer.Task(&Pairer::Next).Remote(std::string("b"));
+  EXPECT_EQ(t2.Get(30s), "b2");
+  EXPECT_EQ(c1.Get(30s), 1);
+  EXPECT_EQ(t1.Get(30s), "a1");
+  EXPECT_EQ(c2.Get(30s), 2);
+  pairer.Kill();
 }
 
 }  // namespace

@@ -74,10 +74,20 @@ struct TaskOptions {
   std::map<std::string, double> resources{{"CPU", 1.0}};
   std::string name;
   int max_retries = 3;
+  // Return objects: 1, or the size of the std::tuple the function returns (the ids are
+  // NthReturnId(first, i)).
+  int num_returns = 1;
 };
 
-// Submits `function_name` with `args`. Returns the id of its return object, holding one
-// local reference that the caller adopts (ObjectRef's adopting constructor).
+// While a worker encodes return value `index` (0-based) of a call with several returns,
+// ObjectRefs serialized on this thread belong to that return (SetEncodingReturn is called
+// by the generated invoker; EncodingReturn by the executor).
+void SetEncodingReturn(uint32_t index);
+uint32_t EncodingReturn();
+
+// Submits `function_name` with `args`. Returns the id of its (first) return object; each
+// of its options.num_returns return objects holds one local reference that the caller
+// adopts (ObjectRef's adopting constructor).
 // Throws InvalidUsageError (not initialized, bad resources), never blocks on the task.
 ObjectId SubmitTask(const std::string& function_name, std::vector<TaskArg> args,
                     const TaskOptions& options);

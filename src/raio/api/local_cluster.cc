@@ -7,10 +7,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
+#include "raio/common/ids.h"
 #include "raio/common/process.h"
 #include "raio/node/object_store/store_files.h"
 
 namespace raio::api {
+
+struct ShutdownTokenTag {};
 
 absl::StatusOr<ResourceSet> NodeResources(const LocalClusterOptions& options) {
   std::map<std::string, double> m = options.resources;
@@ -108,6 +111,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   head_options.host = options.host;
   head_options.port = options.port;
   head_options.on_shutdown_request = options.on_shutdown_request;
+  // A shutdown request must carry this secret (kept in `raio start`'s cluster record).
+  cluster->shutdown_token_ = RandomId<internal::BinaryId<16, ShutdownTokenTag>>().Hex();
+  head_options.shutdown_token = cluster->shutdown_token_;
   auto head = head::HeadService::Create(head_options);
   if (!head.ok()) {
     cluster->Stop();

@@ -40,9 +40,12 @@ class LocalCluster {
   void Stop();
   std::string head_address() const { return head_->address(); }
   const std::string& session_dir() const { return session_dir_; }
+  // The secret a SHUTDOWN_CLUSTER request must carry (random hex, per cluster).
+  const std::string& shutdown_token() const { return shutdown_token_; }
 
  private:
   LocalCluster() = default;
+  std::string shutdown_token_;
   std::string session_dir_;
   std::unique_ptr<head::HeadService> head_;
   std::unique_ptr<node::NodeManager> node_;

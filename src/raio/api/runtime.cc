@@ -74,6 +74,13 @@ std::string WorkerNamespace() {
   return absl::StrCat("job-", job ? job : "0");
 }
 
+// A worker's job (RAIO_JOB_ID, set by the node); 0 when absent or malformed.
+JobId WorkerJobId() {
+  uint32_t job = 0;
+  const char* text = std::getenv("RAIO_JOB_ID");
+  return text != nullptr && absl::SimpleAtoi(text, &job) ? job : 0;
+}
+
 [[noreturn]] void RunWorker() {
   InitLogging(spdlog::level::warn);
   const char* node_socket = std::getenv("RAIO_NODE_SOCKET");
@@ -135,7 +142,7 @@ std::string WorkerNamespace() {
     std::lock_guard<std::mutex> lock(g_mu);
     g_core = std::make_shared<worker::CoreWorker>(
         worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), r.node_has_gpus(),
-                                    session, WorkerNamespace()},
+                                    session, WorkerNamespace(), WorkerJobId()},
         *loop, *node, std::move(*store));
     executor->set_store(&g_core->store());
     executor->set_core(g_core.get());
@@ -240,8 +247,9 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   }
   std::string socket_dir = jr.node_socket_path().substr(0, jr.node_socket_path().rfind('/'));
   rt.core = std::make_shared<worker::CoreWorker>(
-      worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), dr.node_has_gpus(),
-                                  socket_dir, ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns},
+      worker::CoreWorker::Options{driver_id,
+                                  /*is_driver=*/true, dr.node_id(), dr.node_has_gpus(), socket_dir,
+                                  ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns, jr.job_id()},
       *rt.loop, rt.node, std::move(*store));
   if (absl::Status s = rt.core->StartOwnerService(); !s.ok()) {
     throw ClusterUnavailableError(absl::StrCat("cannot start the owner service: ", s.message()));
@@ -404,10 +412,17 @@ ActorId CreateActor(const std::string& factory_name, const std::string& class_na
 }
 
 ObjectId SubmitActorTask(const ActorId& actor, const std::string& method_name,
-                         std::vector<TaskArg> args) {
+                         std::vector<TaskArg> args, int num_returns) {
   return CoreOrThrow("ActorHandle::Task(...).Remote")
-      ->SubmitActorTask(actor, method_name, std::move(args));
+      ->SubmitActorTask(actor, method_name, std::move(args), num_returns);
 }
+
+namespace {
+thread_local uint32_t tls_encoding_return = 0;
+}  // namespace
+
+void SetEncodingReturn(uint32_t index) { tls_encoding_return = index; }
+uint32_t EncodingReturn() { return tls_encoding_return; }
 
 void KillActor(const ActorId& actor, bool no_restart) {
   CoreOrThrow("ActorHandle::Kill")->KillActor(actor, no_restart);

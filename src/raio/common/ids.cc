@@ -30,4 +30,16 @@ ObjectId MakeObjectId(const TaskId& task, uint32_t index) {
   return id;
 }
 
+TaskId TaskIdOf(const ObjectId& id) {
+  TaskId task;
+  std::memcpy(task.mutable_data(), id.data(), TaskId::kSize);
+  return task;
+}
+
+uint32_t ReturnIndexOf(const ObjectId& id) {
+  uint32_t index = 0;
+  std::memcpy(&index, id.data() + TaskId::kSize, sizeof(index));
+  return index;
+}
+
 }  // namespace raio

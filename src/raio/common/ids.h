@@ -36,5 +36,9 @@ TaskId MakeTaskId(const WorkerId& worker, uint64_t sequence);
 // ObjectId of return `index` of `task` (index 1 is the single return; puts use
 // index 0x80000000 + n under a pseudo task).
 ObjectId MakeObjectId(const TaskId& task, uint32_t index);
+// The task whose return `id` is (for a Put, its pseudo task, which no task shares).
+TaskId TaskIdOf(const ObjectId& id);
+// Which return of its task `id` is (1 for the first; MakeObjectId's `index`).
+uint32_t ReturnIndexOf(const ObjectId& id);
 
 }  // namespace raio

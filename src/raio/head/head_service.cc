@@ -16,6 +16,14 @@ namespace {
 // A node that does not answer in time is listed without stats rather than failing the
 // whole status (the CLI waits config::kControlRpcTimeout).
 constexpr std::chrono::milliseconds kNodeStatsTimeout{2000};
+
+// Compares secrets in time independent of where they differ.
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HeadService>> HeadService::Create(Options options) {
@@ -29,7 +37,41 @@ absl::StatusOr<std::unique_ptr<HeadService>> HeadService::Create(Options options
   return head;
 }
 
-HeadService::HeadService(Options options) : options_(std::move(options)) {}
+HeadService::HeadService(Options options) : options_(std::move(options)) { RegisterHandlers(); }
+
+void HeadService::RegisterHandlers() {
+  // Only a holder of the token the head was started with may shut the cluster down.
+  service_.SetAuthorizer([this](const rpc::MethodInfo& method, const rpc::Connection& conn,
+                                const google::protobuf::MessageLite& request) {
+    if (method.method != proto::SHUTDOWN_CLUSTER) return absl::OkStatus();
+    const auto& token = static_cast<const proto::ShutdownClusterRequest&>(request).token();
+    if (options_.shutdown_token.empty() || !ConstantTimeEquals(token, options_.shutdown_token)) {
+      RAIO_LOG_WARN("refused a shutdown request with a wrong token from {}", conn.peer_name());
+      return absl::PermissionDeniedError(
+          "shutting the cluster down needs the token in the cluster record of `raio start`");
+    }
+    return absl::OkStatus();
+  });
+  service_.Handle<proto::REGISTER_NODE>(
+      [this](const auto& r, proto::RegisterNodeRequest& req) { HandleRegisterNode(r, req); });
+  service_.Handle<proto::REGISTER_JOB>(
+      [this](const auto& r, const proto::RegisterJobRequest& req) { HandleRegisterJob(r, req); });
+  service_.Handle<proto::GET_CLUSTER_STATUS>(
+      [this](const auto& r, const proto::Empty&) { HandleGetClusterStatus(r); });
+  service_.Handle<proto::LIST_CLUSTER_OBJECTS>([this](const auto& r, const proto::Empty&) {
+    GatherFromNodes<proto::LIST_OBJECTS, proto::LIST_CLUSTER_OBJECTS, proto::ObjectList>(
+        r, [](proto::ObjectList& l) { return l.mutable_objects(); });
+  });
+  service_.Handle<proto::LIST_CLUSTER_ACTORS>([this](const auto& r, const proto::Empty&) {
+    GatherFromNodes<proto::LIST_ACTORS, proto::LIST_CLUSTER_ACTORS, proto::ActorList>(
+        r, [](proto::ActorList& l) { return l.mutable_actors(); });
+  });
+  service_.Handle<proto::SHUTDOWN_CLUSTER>(
+      [this](const auto& r, const proto::ShutdownClusterRequest&) {
+        r.Ok(proto::Empty());
+        if (options_.on_shutdown_request) options_.on_shutdown_request();
+      });
+}
 
 HeadService::~HeadService() { Stop(); }
 
@@ -61,7 +103,9 @@ void HeadService::OnAccept(std::shared_ptr<rpc::Connection> conn) {
   conns_[conn.get()] = conn;
   conn->Start(
       [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
-             std::string_view body) { OnRequest(c, h, body); },
+             std::string_view body) {
+        if (!service_.Dispatch(c, h, body)) service_.RejectUnknown(c, h);
+      },
       [this](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) { OnClose(c); });
 }
 
@@ -83,130 +127,93 @@ void HeadService::OnClose(const std::shared_ptr<rpc::Connection>& conn) {
   conns_.erase(conn.get());
 }
 
-void HeadService::OnRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
-                            std::string_view body) {
-  auto parse = [&](google::protobuf::MessageLite& m) {
-    if (m.ParseFromArray(body.data(), static_cast<int>(body.size()))) return true;
-    conn->ReplyError(h, absl::InvalidArgumentError("malformed request body"));
-    return false;
-  };
-  switch (h.method) {
-    case proto::REGISTER_NODE: {
-      proto::RegisterNodeRequest req;
-      if (!parse(req)) return;
-      if (req.node_id().empty() || req.socket_path().empty()) {
-        conn->ReplyError(h, absl::InvalidArgumentError("node id and socket path are required"));
-        return;
-      }
-      if (auto total = ResourceSet::FromProto(req.total()); !total.ok()) {
-        conn->ReplyError(h, total.status());
-        return;
-      }
-      if (auto it = nodes_.find(req.node_id()); it != nodes_.end() && !it->second.conn->closed()) {
-        RAIO_LOG_WARN("refused a second registration of live node {} from {}", req.node_id(),
-                      conn->peer_name());
-        conn->ReplyError(
-            h, absl::AlreadyExistsError("node " + req.node_id() + " is already registered"));
-        return;
-      }
-      RAIO_LOG_INFO("node {} joined at {}", req.node_id(), req.socket_path());
-      nodes_[req.node_id()] = NodeEntry{req, conn};
-      conn->Reply(h, proto::Empty());
-      return;
-    }
-    case proto::REGISTER_JOB: {
-      proto::RegisterJobRequest req;
-      if (!parse(req)) return;
-      if (nodes_.empty()) {
-        conn->ReplyError(h, absl::UnavailableError("the cluster has no live node"));
-        return;
-      }
-      // Attach the driver to a node on its own host (drivers reach nodes over Unix
-      // sockets); fall back to the first node.
-      const NodeEntry* chosen = &nodes_.begin()->second;
-      for (const auto& [id, node] : nodes_) {
-        if (node.info.hostname() == req.hostname()) chosen = &node;
-      }
-      uint32_t job_id = next_job_id_++;
-      JobEntry& job = jobs_[job_id];
-      job.info.set_job_id(job_id);
-      job.info.set_driver_pid(req.driver_pid());
-      job.info.set_executable(req.executable());
-      job.info.set_state("running");
-      job.conn = conn;
-      proto::RegisterJobReply reply;
-      reply.set_job_id(job_id);
-      reply.set_node_id(chosen->info.node_id());
-      reply.set_node_socket_path(chosen->info.socket_path());
-      conn->Reply(h, reply);
-      return;
-    }
-    case proto::GET_CLUSTER_STATUS:
-      HandleGetClusterStatus(conn, h);
-      return;
-    case proto::LIST_CLUSTER_OBJECTS: {
-      auto merged = std::make_shared<proto::ObjectList>();
-      auto remaining = std::make_shared<int>(static_cast<int>(nodes_.size()));
-      if (*remaining == 0) return conn->Reply(h, *merged);
-      for (const auto& [id, node] : nodes_) {
-        node.conn->Call(
-            proto::LIST_OBJECTS, proto::Empty(),
-            [conn, h, merged, remaining](const absl::StatusOr<std::string_view>& r) {
-              proto::ObjectList list;
-              if (r.ok() && list.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
-                for (auto& o : *list.mutable_objects()) *merged->add_objects() = std::move(o);
-              }
-              if (--*remaining == 0) conn->Reply(h, *merged);
-            },
-            kNodeStatsTimeout);
-      }
-      return;
-    }
-    case proto::LIST_CLUSTER_ACTORS: {
-      auto merged = std::make_shared<proto::ActorList>();
-      auto remaining = std::make_shared<int>(static_cast<int>(nodes_.size()));
-      if (*remaining == 0) return conn->Reply(h, *merged);
-      for (const auto& [id, node] : nodes_) {
-        node.conn->Call(
-            proto::LIST_ACTORS, proto::Empty(),
-            [conn, h, merged, remaining](const absl::StatusOr<std::string_view>& r) {
-              proto::ActorList list;
-              if (r.ok() && list.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
-                for (auto& a : *list.mutable_actors()) *merged->add_actors() = std::move(a);
-              }
-              if (--*remaining == 0) conn->Reply(h, *merged);
-            },
-            kNodeStatsTimeout);
-      }
-      return;
-    }
-    case proto::SHUTDOWN_CLUSTER:
-      conn->Reply(h, proto::Empty());
-      if (options_.on_shutdown_request) options_.on_shutdown_request();
-      return;
-    default:
-      conn->ReplyError(h, absl::UnimplementedError(absl::StrCat("unknown method ", h.method)));
+void HeadService::HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>& r,
+                                     proto::RegisterNodeRequest& req) {
+  const auto& conn = r.conn();
+  if (req.node_id().empty() || req.socket_path().empty()) {
+    r.Error(absl::InvalidArgumentError("node id and socket path are required"));
+    return;
+  }
+  if (auto total = ResourceSet::FromProto(req.total()); !total.ok()) {
+    r.Error(total.status());
+    return;
+  }
+  if (auto it = nodes_.find(req.node_id()); it != nodes_.end() && !it->second.conn->closed()) {
+    RAIO_LOG_WARN("refused a second registration of live node {} from {}", req.node_id(),
+                  conn->peer_name());
+    r.Error(absl::AlreadyExistsError("node " + req.node_id() + " is already registered"));
+    return;
+  }
+  RAIO_LOG_INFO("node {} joined at {}", req.node_id(), req.socket_path());
+  std::string id = req.node_id();
+  nodes_[id] = NodeEntry{std::move(req), conn};
+  r.Ok(proto::Empty());
+}
+
+void HeadService::HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r,
+                                    const proto::RegisterJobRequest& req) {
+  if (nodes_.empty()) {
+    r.Error(absl::UnavailableError("the cluster has no live node"));
+    return;
+  }
+  // Attach the driver to a node on its own host (drivers reach nodes over Unix
+  // sockets); fall back to the first node.
+  const NodeEntry* chosen = &nodes_.begin()->second;
+  for (const auto& [id, node] : nodes_) {
+    if (node.info.hostname() == req.hostname()) chosen = &node;
+  }
+  uint32_t job_id = next_job_id_++;
+  JobEntry& job = jobs_[job_id];
+  job.info.set_job_id(job_id);
+  job.info.set_driver_pid(req.driver_pid());
+  job.info.set_executable(req.executable());
+  job.info.set_state("running");
+  job.conn = r.conn();
+  proto::RegisterJobReply reply;
+  reply.set_job_id(job_id);
+  reply.set_node_id(chosen->info.node_id());
+  reply.set_node_socket_path(chosen->info.socket_path());
+  r.Ok(reply);
+}
+
+template <proto::Method Ask, proto::Method Answer, typename List, typename Field>
+void HeadService::GatherFromNodes(const rpc::Responder<Answer>& reply, Field field) {
+  auto merged = std::make_shared<List>();
+  auto remaining = std::make_shared<int>(static_cast<int>(nodes_.size()));
+  if (*remaining == 0) return reply.Ok(*merged);
+  for (const auto& [id, node] : nodes_) {
+    // A node that does not answer in time is left out rather than failing the whole list.
+    rpc::Call<Ask>(
+        *node.conn, proto::Empty(),
+        [reply, merged, remaining, field](absl::StatusOr<List> list) {
+          if (list.ok()) {
+            for (auto& entry : *field(*list)) *field(*merged)->Add() = std::move(entry);
+          }
+          if (--*remaining == 0) reply.Ok(*merged);
+        },
+        kNodeStatsTimeout);
   }
 }
 
-void HeadService::HandleGetClusterStatus(const std::shared_ptr<rpc::Connection>& conn,
-                                         const rpc::FrameHeader& h) {
+void HeadService::HandleGetClusterStatus(const rpc::Responder<proto::GET_CLUSTER_STATUS>& r) {
   struct Gather {
     proto::ClusterStatus status;
     int remaining = 0;
   };
   auto gather = std::make_shared<Gather>();
   for (const auto& [id, job] : jobs_) *gather->status.add_jobs() = job.info;
-  auto finish = [conn, h, gather] { conn->Reply(h, gather->status); };
+  auto finish = [r, gather] { r.Ok(gather->status); };
   gather->remaining = static_cast<int>(nodes_.size());
   if (gather->remaining == 0) return finish();
   for (const auto& [id, node] : nodes_) {
-    node.conn->Call(
-        proto::GET_NODE_STATS, proto::Empty(),
-        [gather, finish, node_id = id](const absl::StatusOr<std::string_view>& r) {
-          proto::NodeStats* stats = gather->status.add_nodes();
-          if (!r.ok() || !stats->ParseFromArray(r->data(), static_cast<int>(r->size()))) {
-            stats->set_node_id(node_id);
+    rpc::Call<proto::GET_NODE_STATS>(
+        *node.conn, proto::Empty(),
+        [gather, finish, node_id = id](absl::StatusOr<proto::NodeStats> stats) {
+          proto::NodeStats* out = gather->status.add_nodes();
+          if (stats.ok()) {
+            *out = std::move(*stats);
+          } else {
+            out->set_node_id(node_id);
           }
           if (--gather->remaining == 0) finish();
         },

@@ -15,6 +15,7 @@
 #include "raio/common/event_loop.h"
 #include "raio/head.pb.h"
 #include "raio/rpc/listener.h"
+#include "raio/rpc/service.h"
 
 namespace raio::head {
 
@@ -23,8 +24,10 @@ class HeadService {
   struct Options {
     std::string host = "127.0.0.1";  // listen address; not 0.0.0.0 unless asked
     int port = 0;                    // 0 picks a free port
-    // Called (on the head loop) when a client asks the cluster to shut down.
+    // Called (on the head loop) when a client asks the cluster to shut down with
+    // `shutdown_token`; without a token every such request is refused.
     std::function<void()> on_shutdown_request;
+    std::string shutdown_token;
   };
 
   static absl::StatusOr<std::unique_ptr<HeadService>> Create(Options options);
@@ -38,11 +41,18 @@ class HeadService {
  private:
   explicit HeadService(Options options);
   void OnAccept(std::shared_ptr<rpc::Connection> conn);
-  void OnRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
-                 std::string_view body);
   void OnClose(const std::shared_ptr<rpc::Connection>& conn);
-  void HandleGetClusterStatus(const std::shared_ptr<rpc::Connection>& conn,
-                              const rpc::FrameHeader& h);
+  // Fills the method table (constructor).
+  void RegisterHandlers();
+  void HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>& r,
+                          proto::RegisterNodeRequest& req);
+  void HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r,
+                         const proto::RegisterJobRequest& req);
+  void HandleGetClusterStatus(const rpc::Responder<proto::GET_CLUSTER_STATUS>& r);
+  // Asks every node (method Ask) for a List and answers `reply` with the entries of
+  // `field(list)` of all of them.
+  template <proto::Method Ask, proto::Method Answer, typename List, typename Field>
+  void GatherFromNodes(const rpc::Responder<Answer>& reply, Field field);
 
   struct NodeEntry {
     proto::RegisterNodeRequest info;
@@ -54,6 +64,7 @@ class HeadService {
   };
 
   Options options_;
+  rpc::Service service_{"head"};
   EventLoop loop_{"raio-head"};
   std::unique_ptr<rpc::Listener> listener_;
   // Loop thread only.

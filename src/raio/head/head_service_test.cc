@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "raio/common/event_loop.h"
 #include "raio/head.pb.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
+#include "raio/rpc/service.h"
 
 namespace raio::head {
 namespace {
@@ -86,6 +89,53 @@ TEST_F(HeadServiceTest, RegisterJobWithoutNodesFailsClearly) {
   proto::RegisterJobRequest req;
   auto r = rpc::CallSync(*conn, proto::REGISTER_JOB, req, 2s);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(HeadServiceTest, ShutdownRequestsNeedTheHeadsToken) {
+  std::atomic<int> shutdowns{0};
+  head_->Stop();
+  HeadService::Options options;
+  options.shutdown_token = "s3cret-token";
+  options.on_shutdown_request = [&shutdowns] { ++shutdowns; };
+  auto head = HeadService::Create(options);
+  ASSERT_TRUE(head.ok()) << head.status();
+  head_ = std::move(*head);
+  auto conn = Connect("x");
+  proto::ShutdownClusterRequest req;
+  EXPECT_EQ(rpc::CallSync<proto::SHUTDOWN_CLUSTER>(*conn, req).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  req.set_token("s3cret-tokeN");
+  EXPECT_EQ(rpc::CallSync<proto::SHUTDOWN_CLUSTER>(*conn, req).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(shutdowns.load(), 0);
+  req.set_token("s3cret-token");
+  EXPECT_TRUE(rpc::CallSync<proto::SHUTDOWN_CLUSTER>(*conn, req).ok());
+  EXPECT_EQ(shutdowns.load(), 1);
+  // A head started without a token refuses them all.
+  head_->Stop();
+  head = HeadService::Create({.on_shutdown_request = [&shutdowns] { ++shutdowns; }});
+  ASSERT_TRUE(head.ok());
+  head_ = std::move(*head);
+  auto other = Connect("y");
+  req.set_token("");
+  EXPECT_EQ(rpc::CallSync<proto::SHUTDOWN_CLUSTER>(*other, req).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(shutdowns.load(), 1);
+}
+
+TEST_F(HeadServiceTest, MalformedAndUnservedRequestsGetClearErrorsAndTheHeadGoesOn) {
+  auto conn = Connect("x");
+  // Not a RegisterNodeRequest: field 1 (node_id, a proto3 string) is not UTF-8.
+  proto::ObjectIdRequest junk;
+  junk.set_object_id("\xff\xfe");
+  auto r = rpc::CallSync(*conn, proto::REGISTER_NODE, junk, 2s);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("malformed REGISTER_NODE"), std::string::npos) << r.status();
+  // A node method sent to the head.
+  auto u = rpc::CallSync(*conn, proto::PUSH_TASK, proto::Empty(), 2s);
+  EXPECT_EQ(u.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(u.status().message().find("PUSH_TASK"), std::string::npos) << u.status();
+  EXPECT_TRUE(Register(*conn, "n9", 2).ok());
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ void Connection::KickWriteLocked(bool flush_now) {
 
 void Connection::Flush() {
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     flush_posted_ = false;
     if (writing_ || out_.empty() || closed_) return;
     writing_ = true;
@@ -83,7 +83,7 @@ void Connection::Flush() {
 
 void Connection::WriteLoop() {
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     if (closed_) return;
     if (out_.empty()) {
       writing_ = false;
@@ -105,7 +105,7 @@ void Connection::WriteLoop() {
 
 void Connection::Call(uint32_t method, const google::protobuf::MessageLite& request,
                       ReplyCallback callback, std::optional<std::chrono::milliseconds> timeout) {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   if (closed_) {
     boost::asio::post(io_, [cb = std::move(callback), peer = peer_name_] {
       cb(absl::UnavailableError("connection to " + peer + " is closed"));
@@ -122,7 +122,7 @@ void Connection::Call(uint32_t method, const google::protobuf::MessageLite& requ
       if (ec) return;  // cancelled: the reply came
       ReplyCallback cb;
       {
-        absl::MutexLock lock(&self->mu_);
+        raio::MutexLock lock(&self->mu_);
         auto it = self->pending_.find(id);
         if (it == self->pending_.end()) return;
         cb = std::move(it->second.callback);
@@ -136,7 +136,7 @@ void Connection::Call(uint32_t method, const google::protobuf::MessageLite& requ
 }
 
 void Connection::SendOneWay(uint32_t method, const google::protobuf::MessageLite& message) {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   if (closed_) return;
   AppendFrameLocked(FrameKind::kOneWay, method, 0, &message);
   KickWriteLocked();
@@ -144,7 +144,7 @@ void Connection::SendOneWay(uint32_t method, const google::protobuf::MessageLite
 
 void Connection::Reply(const FrameHeader& request, const google::protobuf::MessageLite& reply,
                        bool flush_now) {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   if (closed_) return;
   AppendFrameLocked(FrameKind::kReply, request.method, request.request_id, &reply);
   KickWriteLocked(flush_now);
@@ -154,20 +154,20 @@ void Connection::ReplyError(const FrameHeader& request, const absl::Status& stat
   proto::RpcStatus s;
   s.set_code(static_cast<int32_t>(status.code()));
   s.set_message(std::string(status.message()));
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   if (closed_) return;
   AppendFrameLocked(FrameKind::kError, request.method, request.request_id, &s);
   KickWriteLocked();
 }
 
 bool Connection::closed() const {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   return closed_;
 }
 
 void Connection::Close(const absl::Status& reason) {
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
     close_reason_ = reason;
@@ -183,7 +183,7 @@ void Connection::FinishClose() {
   std::unordered_map<uint64_t, PendingCall> pending;
   absl::Status reason;
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     reason = close_reason_;
     pending.swap(pending_);
     boost::system::error_code ignored;
@@ -246,7 +246,7 @@ void Connection::OnRead(const boost::system::error_code& ec, std::size_t n) {
   }
   if (read_begin_ == read_end_) read_begin_ = read_end_ = 0;
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     if (closed_) return;
   }
   ReadMore();
@@ -258,7 +258,7 @@ void Connection::Dispatch(const FrameHeader& h, std::string_view body) {
     case FrameKind::kError: {
       PendingCall call;
       {
-        absl::MutexLock lock(&mu_);
+        raio::MutexLock lock(&mu_);
         auto it = pending_.find(h.request_id);
         if (it == pending_.end()) return;  // timed out earlier
         call = std::move(it->second);

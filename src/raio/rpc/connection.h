@@ -23,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "raio/common/mutex.h"
 #include "raio/rpc/frame.h"
 
 namespace google::protobuf {
@@ -95,7 +95,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   RequestHandler on_request_;
   CloseHandler on_close_;
 
-  mutable absl::Mutex mu_;
+  mutable raio::Mutex mu_;
   std::string out_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool flush_posted_ ABSL_GUARDED_BY(mu_) = false;

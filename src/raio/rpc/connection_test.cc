@@ -19,13 +19,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "raio/common.pb.h"
 #include "raio/common/event_loop.h"
+#include "raio/common/mutex.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
@@ -93,7 +94,7 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
     server_loop_.Stop();
     listener_.reset();
     {
-      absl::MutexLock lock(&mu_);
+      raio::MutexLock lock(&mu_);
       server_conns_.clear();
     }
     std::error_code ignored;
@@ -107,10 +108,10 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
       conn->Start([this](const std::shared_ptr<Connection>& c, const FrameHeader& h,
                          std::string_view body) { HandleRequest(c, h, body); },
                   [this](const std::shared_ptr<Connection>&, const absl::Status& reason) {
-                    absl::MutexLock lock(&mu_);
+                    raio::MutexLock lock(&mu_);
                     server_close_reasons_.push_back(reason);
                   });
-      absl::MutexLock lock(&mu_);
+      raio::MutexLock lock(&mu_);
       server_conns_.push_back(std::move(conn));
     };
     absl::StatusOr<std::unique_ptr<Listener>> l;
@@ -128,12 +129,12 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
   void HandleRequest(const std::shared_ptr<Connection>& c, const FrameHeader& h,
                      std::string_view body) {
     {
-      absl::MutexLock lock(&mu_);
+      raio::MutexLock lock(&mu_);
       ++requests_seen_;
       last_request_ = h;
     }
     if (h.kind == FrameKind::kOneWay) {
-      absl::MutexLock lock(&mu_);
+      raio::MutexLock lock(&mu_);
       one_way_bodies_.emplace_back(body);
       return;
     }
@@ -148,7 +149,7 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
         return;
       }
       case kSilent: {
-        absl::MutexLock lock(&mu_);
+        raio::MutexLock lock(&mu_);
         silent_requests_.push_back(h);
         return;
       }
@@ -199,8 +200,15 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
   // Waits (with a deadline) until `pred` holds under mu_.
   template <typename Pred>
   bool WaitUntil(Pred pred) {
-    absl::MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout(absl::Condition(&pred), absl::Seconds(20));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (true) {
+      {
+        raio::MutexLock lock(&mu_);
+        if (pred()) return true;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 
   // Runs `f` on `loop` and waits for it: everything posted earlier has run by then.
@@ -220,7 +228,7 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
   std::string path_;
   std::unique_ptr<Listener> listener_;
 
-  absl::Mutex mu_;
+  raio::Mutex mu_;
   std::vector<std::shared_ptr<Connection>> server_conns_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Status> server_close_reasons_ ABSL_GUARDED_BY(mu_);
   std::vector<FrameHeader> silent_requests_ ABSL_GUARDED_BY(mu_);
@@ -241,7 +249,7 @@ TEST_P(ConnectionTest, RequestGetsItsReply) {
   ASSERT_TRUE(reply.ParseFromString(*body));
   EXPECT_EQ(reply.lease_id(), "lease-1");
 
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   EXPECT_EQ(last_request_.kind, FrameKind::kRequest);
   EXPECT_EQ(last_request_.method, kEcho);
   EXPECT_NE(last_request_.request_id, 0u);
@@ -267,7 +275,7 @@ TEST_P(ConnectionTest, OneWayFrameReachesTheHandlerWithoutARequestId) {
   c->SendOneWay(proto::NOTIFY_BLOCKED, Lease("blocked"));
   ASSERT_TRUE(
       WaitUntil([this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !one_way_bodies_.empty(); }));
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   EXPECT_EQ(one_way_bodies_[0], LeaseBody("blocked"));
   EXPECT_EQ(last_request_.kind, FrameKind::kOneWay);
   EXPECT_EQ(last_request_.method, static_cast<uint32_t>(proto::NOTIFY_BLOCKED));
@@ -280,7 +288,7 @@ void ExpectPipelinedCallsMatch(int n, const std::function<void(std::function<voi
   std::atomic<int> done{0};
   std::atomic<int> mismatched{0};
   std::atomic<int> failed{0};
-  absl::Notification all_done;
+  std::promise<void> all_done;
   run([&] {
     for (int i = 0; i < n; ++i) {
       std::string id = "lease-" + std::to_string(i);
@@ -294,11 +302,11 @@ void ExpectPipelinedCallsMatch(int n, const std::function<void(std::function<voi
             mismatched.fetch_add(1);
           }
         }
-        if (done.fetch_add(1) + 1 == n) all_done.Notify();
+        if (done.fetch_add(1) + 1 == n) all_done.set_value();
       });
     }
   });
-  ASSERT_TRUE(all_done.WaitForNotificationWithTimeout(absl::Seconds(60)))
+  ASSERT_EQ(all_done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready)
       << done.load() << " of " << n << " answered";
   EXPECT_EQ(done.load(), n);
   EXPECT_EQ(failed.load(), 0);
@@ -311,7 +319,7 @@ TEST_P(ConnectionTest, ManyPipelinedCallsFromAnotherThreadAreAllAnswered) {
   ASSERT_NE(c, nullptr);
   ExpectPipelinedCallsMatch(
       10000, [](const std::function<void()>& f) { f(); }, *c);
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   EXPECT_EQ(requests_seen_, 10000);
 }
 
@@ -337,7 +345,7 @@ TEST_P(ConnectionTest, CallWithoutReplyFailsWithDeadlineExceeded) {
   ASSERT_TRUE(
       WaitUntil([this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return silent_requests_.size() == 1; }));
   RunOn(server_loop_, [this] {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     server_conns_.at(0)->Reply(silent_requests_[0], Lease("late"));
   });
   absl::StatusOr<std::string> next = CallSync(*c, kEcho, Lease("after"), 10s);
@@ -371,7 +379,7 @@ TEST_P(ConnectionTest, PeerCloseFailsPendingCallsAndRunsCloseHandler) {
       WaitUntil([this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return silent_requests_.size() == 3; }));
 
   RunOn(server_loop_, [this] {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     server_conns_.at(0)->Close(absl::CancelledError("server going away"));
   });
 
@@ -395,22 +403,22 @@ TEST_P(ConnectionTest, PeerCloseFailsPendingCallsAndRunsCloseHandler) {
   // The server saw its own close reason.
   ASSERT_TRUE(WaitUntil(
       [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return server_close_reasons_.size() == 1; }));
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   EXPECT_EQ(server_close_reasons_[0].code(), absl::StatusCode::kCancelled);
 }
 
 TEST_P(ConnectionTest, LocalCloseFailsPendingCallsWithUnavailable) {
   StartServer();
-  absl::Notification closed;
+  std::promise<void> closed;
   std::shared_ptr<Connection> c =
-      Connect([&](const std::shared_ptr<Connection>&, const absl::Status&) { closed.Notify(); });
+      Connect([&](const std::shared_ptr<Connection>&, const absl::Status&) { closed.set_value(); });
   ASSERT_NE(c, nullptr);
   CallResult r;
   c->Call(kSilent, Lease("pending"), r.Callback());
   c->Close(absl::CancelledError("client shutting down"));
   absl::StatusOr<std::string> body = r.Get();
   EXPECT_EQ(body.status().code(), absl::StatusCode::kUnavailable) << body.status();
-  EXPECT_TRUE(closed.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_EQ(closed.get_future().wait_for(std::chrono::seconds(20)), std::future_status::ready);
 }
 
 TEST_P(ConnectionTest, LocalCloseReasonReachesPendingCallsAndCloseHandler) {
@@ -454,7 +462,7 @@ TEST_P(ConnectionTest, MalformedFrameClosesOnlyThatConnection) {
   ASSERT_TRUE(WaitUntil(
       [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return server_close_reasons_.size() == 1; }));
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     EXPECT_EQ(server_close_reasons_[0].code(), absl::StatusCode::kInvalidArgument)
         << server_close_reasons_[0];
     EXPECT_EQ(requests_seen_, 1);  // the garbage never reached the handler
@@ -528,7 +536,7 @@ TEST_P(ConnectionTest, EitherSideMayCall) {
   ASSERT_TRUE(CallSync(**c, kEcho, Lease("hello"), 10s).ok());  // the server has accepted
   std::shared_ptr<Connection> server_side;
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     ASSERT_EQ(server_conns_.size(), 1u);
     server_side = server_conns_[0];
   }

@@ -1,5 +1,7 @@
 #include "raio/worker/actor_submitter.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
@@ -8,16 +10,23 @@
 
 namespace raio::worker {
 
-ActorSubmitter::ActorSubmitter(absl::Mutex& mu, EventLoop& loop,
+ActorSubmitter::ActorSubmitter(raio::Mutex& mu, EventLoop& loop,
                                std::shared_ptr<rpc::Connection> node, TaskSubmitter& tasks,
-                               ObjectTable& objects)
-    : mu_(mu), loop_(loop), node_(std::move(node)), tasks_(tasks), objects_(objects) {}
+                               ObjectTable& objects, DependencyResolver& resolver)
+    : mu_(mu),
+      loop_(loop),
+      node_(std::move(node)),
+      tasks_(tasks),
+      objects_(objects),
+      resolver_(resolver) {}
 
 void ActorSubmitter::Submit(const ActorId& id, proto::PushActorTaskRequest request,
-                            ObjectId return_id, std::vector<ObjectId> held) {
+                            ObjectId return_id, int num_returns, std::vector<ObjectId> held,
+                            std::vector<RefArg> ref_args) {
   auto call = std::make_shared<Call>();
   call->request = std::move(request);
   call->return_id = return_id;
+  call->num_returns = num_returns;
   call->held = std::move(held);
   auto [it, inserted] = actors_.try_emplace(id);
   Actor& actor = it->second;
@@ -26,7 +35,15 @@ void ActorSubmitter::Submit(const ActorId& id, proto::PushActorTaskRequest reque
     Fail(call, actor.death_cause);
     return;
   }
-  actor.queue.push_back(std::move(call));
+  actor.queue.push_back(call);
+  if (!ref_args.empty()) {
+    call->resolving = true;
+    std::string method = call->request.method_name();
+    resolver_.Resolve(TaskIdOf(return_id), std::move(method), std::move(ref_args),
+                      [this, id, call](ResolvedArgs resolved) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                        OnResolved(id, call, std::move(resolved));
+                      });
+  }
   if (actor.state == Actor::State::kAlive) {
     Flush(actor);
   } else if (!actor.waiting) {
@@ -45,7 +62,7 @@ void ActorSubmitter::WaitForActor(Actor& actor, uint32_t min_incarnation) {
 }
 
 void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::string_view>& reply) {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   if (shut_down_) return;
   auto it = actors_.find(id);
   if (it == actors_.end()) return;
@@ -83,7 +100,7 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
     // incarnation (calls submitted meanwhile queue instead of failing).
     (*conn)->Start(nullptr,
                    [this, id](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
-                     absl::MutexLock lock(&mu_);
+                     raio::MutexLock lock(&mu_);
                      if (shut_down_) return;
                      auto it = actors_.find(id);
                      if (it == actors_.end() || it->second.conn != c) return;
@@ -118,7 +135,8 @@ void ActorSubmitter::Flush(Actor& actor) {
     if (!actor.waiting) WaitForActor(actor, actor.incarnation + 1);
     return;
   }
-  while (!actor.queue.empty()) {
+  // In order: a call still waiting for its arguments holds back the ones behind it.
+  while (!actor.queue.empty() && !actor.queue.front()->resolving) {
     std::shared_ptr<Call> call = std::move(actor.queue.front());
     actor.queue.pop_front();
     uint64_t seq = actor.next_sequence++;
@@ -136,7 +154,7 @@ void ActorSubmitter::Flush(Actor& actor) {
 
 void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t sequence,
                              const absl::StatusOr<std::string_view>& reply) {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   if (shut_down_) return;
   auto it = actors_.find(id);
   if (it == actors_.end()) return;
@@ -152,7 +170,7 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
       return;
     }
     for (const auto& ref : call->held) objects_.RemoveTaskArgRef(ref);
-    tasks_.FinishFromReply(call->return_id, r);
+    tasks_.FinishFromReply(call->return_id, r, call->num_returns);
     return;
   }
   // The actor's process is gone, and with it every call in flight on this connection
@@ -171,8 +189,7 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
     objects_.SettleOnBehalf(call->return_id, tasks_.self(), /*delivered=*/false);
     if (actor.max_task_retries < 0 || call->retries_used < actor.max_task_retries) {
       ++call->retries_used;
-      auto* spec = call->request.mutable_spec();
-      spec->set_attempt(spec->attempt() + 1);
+      call->request.set_attempt(call->request.attempt() + 1);
       retry.push_back(call);
     } else {
       actor.lost.push_back(call);
@@ -224,10 +241,55 @@ std::string ActorSubmitter::LostInRestart(const ActorId& id, const Call& call,
 
 void ActorSubmitter::Fail(const std::shared_ptr<Call>& call, const std::string& message,
                           proto::ErrorType type) {
+  FailWith(call, MakeError(type, message, call->request.method_name()));
+}
+
+void ActorSubmitter::FailWith(const std::shared_ptr<Call>& call,
+                              std::shared_ptr<const proto::ErrorInfo> error) {
+  if (call->resolving) {
+    call->resolving = false;
+    resolver_.Cancel(TaskIdOf(call->return_id));
+  }
   for (const auto& ref : call->held) objects_.RemoveTaskArgRef(ref);
   call->held.clear();
-  tasks_.FinishObject(call->return_id, {}, false,
-                      MakeError(type, message, call->request.method_name()));
+  tasks_.FailReturns(call->return_id, call->num_returns, std::move(error));
+}
+
+void ActorSubmitter::OnResolved(const ActorId& id, const std::shared_ptr<Call>& call,
+                                ResolvedArgs resolved) {
+  call->resolving = false;
+  call->held.insert(call->held.end(), resolved.kept.begin(), resolved.kept.end());
+  auto it = actors_.find(id);
+  Actor* actor = it == actors_.end() ? nullptr : &it->second;
+  auto* args = call->request.mutable_spec()->mutable_args();
+  bool has_list = false;
+  for (auto& [index, arg] : resolved.args) {
+    has_list = has_list || arg.has_list();
+    (*args)[index] = std::move(arg);
+  }
+  const std::string& method = call->request.method_name();
+  if (!resolved.error && has_list) {
+    if (std::size_t bytes = call->request.ByteSizeLong(); bytes > config::MaxRequestBytes()) {
+      resolved.error = MakeError(
+          proto::INVALID_USAGE,
+          absl::StrCat("the arguments of actor call ", method, " take ", bytes,
+                       " bytes inline (objects under 100 KiB are copied into the request), "
+                       "above the limit of ",
+                       config::MaxRequestBytes(),
+                       " bytes for one request; pass fewer or "
+                       "larger objects"),
+          method);
+    }
+  }
+  if (resolved.error) {
+    // Out of the queue, failed with its argument's error; the calls behind it go on.
+    if (actor != nullptr) {
+      auto& q = actor->queue;
+      q.erase(std::remove(q.begin(), q.end(), call), q.end());
+    }
+    FailWith(call, std::move(resolved.error));
+  }
+  if (actor != nullptr && actor->state == Actor::State::kAlive) Flush(*actor);
 }
 
 void ActorSubmitter::NoteCreated(const ActorId& actor, std::string demand) {
@@ -238,18 +300,25 @@ std::string ActorSubmitter::DescribePending(const ObjectId& id) const {
   for (const auto& [actor_id, actor] : actors_) {
     const Call* found = nullptr;
     bool sent = false;
+    bool resolving = false;
     for (const auto& call : actor.queue) {
-      if (call->return_id == id) found = call.get();
+      if (TaskIdOf(call->return_id) == TaskIdOf(id))
+        found = call.get(), resolving = call->resolving;
     }
     for (const auto& [seq, call] : actor.in_flight) {
-      if (call->return_id == id) found = call.get(), sent = true;
+      if (TaskIdOf(call->return_id) == TaskIdOf(id)) found = call.get(), sent = true;
     }
     for (const auto& call : actor.lost) {
-      if (call->return_id == id) found = call.get();
+      if (TaskIdOf(call->return_id) == TaskIdOf(id)) found = call.get();
     }
     if (found == nullptr) continue;
     const std::string& method = found->request.method_name();
     if (sent) return absl::StrCat("actor call ", method, " is running and keeps running");
+    if (resolving) {
+      return absl::StrCat("actor call ", method, " is waiting for ",
+                          resolver_.NumUnresolved(TaskIdOf(id)),
+                          " of its ObjectRef arguments to be ready; it keeps waiting");
+    }
     if (actor.state == Actor::State::kAlive) {
       return absl::StrCat("actor call ", method, " is about to be sent to its actor");
     }

@@ -1,7 +1,9 @@
 // ActorSubmitter: the caller side of actor calls. For each actor this process calls,
-// it learns where the actor lives (WAIT_ACTOR to the node, answered when it is alive),
+// it resolves each call's ObjectRef arguments (DependencyResolver, without blocking the
+// caller), learns where the actor lives (WAIT_ACTOR to the node, answered when it is alive),
 // pushes calls straight to the actor's worker over one connection (so calls from this
-// process run in submission order), and, when that connection breaks, waits for the
+// process run in submission order: a call waiting for its arguments holds back the
+// calls submitted after it), and, when that connection breaks, waits for the
 // restarted actor and re-sends calls that may be retried (SetMaxTaskRetries) or fails
 // them with ACTOR_DIED. Once the actor is dead every call fails with the death cause.
 // Threading: every method must be called with the CoreWorker's mutex held; replies
@@ -13,10 +15,10 @@
 #include <memory>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
 #include "raio/actor.pb.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/ids.h"
+#include "raio/common/mutex.h"
 #include "raio/rpc/connection.h"
 #include "raio/worker/task_submitter.h"
 
@@ -24,13 +26,15 @@ namespace raio::worker {
 
 class ActorSubmitter {
  public:
-  ActorSubmitter(absl::Mutex& mu, EventLoop& loop, std::shared_ptr<rpc::Connection> node,
-                 TaskSubmitter& tasks, ObjectTable& objects);
+  ActorSubmitter(raio::Mutex& mu, EventLoop& loop, std::shared_ptr<rpc::Connection> node,
+                 TaskSubmitter& tasks, ObjectTable& objects, DependencyResolver& resolver);
 
-  // Queues a call whose arguments are resolved; `held` are object references to drop when
-  // it completes.
+  // Queues a call; `held` are object references (already taken) to drop when it
+  // completes; `ref_args` are its ObjectRef arguments, whose TaskArg slots in `request`
+  // are filled when they resolve (a failed argument fails the call with its error).
   void Submit(const ActorId& actor, proto::PushActorTaskRequest request, ObjectId return_id,
-              std::vector<ObjectId> held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+              int num_returns, std::vector<ObjectId> held, std::vector<RefArg> ref_args)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Shutdown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // This process created `actor` demanding `demand` (for DescribePending).
   void NoteCreated(const ActorId& actor, std::string demand) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -44,10 +48,12 @@ class ActorSubmitter {
  private:
   struct Call {
     proto::PushActorTaskRequest request;
-    ObjectId return_id;
+    ObjectId return_id;  // the first of its num_returns return objects
+    int num_returns = 1;
     std::vector<ObjectId> held;
     int retries_used = 0;
     uint32_t incarnation = 0;  // of the actor process it was last sent to
+    bool resolving = false;    // its ObjectRef arguments are not all ready
   };
   struct Actor {
     ActorId id;
@@ -75,13 +81,20 @@ class ActorSubmitter {
                const absl::StatusOr<std::string_view>& reply);
   void Fail(const std::shared_ptr<Call>& call, const std::string& message,
             proto::ErrorType type = proto::ACTOR_DIED) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completes `call` with `error` (dropping its references and any pending resolution).
+  void FailWith(const std::shared_ptr<Call>& call, std::shared_ptr<const proto::ErrorInfo> error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The resolver filled (or failed) the arguments of `call` to `actor`.
+  void OnResolved(const ActorId& actor, const std::shared_ptr<Call>& call, ResolvedArgs resolved)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finish(const std::shared_ptr<Call>& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex& mu_;
+  raio::Mutex& mu_;
   EventLoop& loop_;
   std::shared_ptr<rpc::Connection> node_;
   TaskSubmitter& tasks_;
   ObjectTable& objects_;
+  DependencyResolver& resolver_;
   std::map<ActorId, Actor> actors_ ABSL_GUARDED_BY(mu_);
   // Resource demands of the actors this process created, as text.
   std::map<ActorId, std::string> demands_ ABSL_GUARDED_BY(mu_);

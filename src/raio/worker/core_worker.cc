@@ -7,6 +7,7 @@
 #include "raio/common/logging.h"
 #include "raio/common/resources.h"
 #include "raio/errors.h"
+#include "raio/internal/returns.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
@@ -30,16 +31,19 @@ CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Co
                                      ABSL_NO_THREAD_SAFETY_ANALYSIS { OnObjectFreed(id, e); },
                                  [this](const ObjectId& id, ObjectEntry& e)
                                      ABSL_NO_THREAD_SAFETY_ANALYSIS { OnObjectReady(id, e); }}),
-      submitter_(mu_, ready_cv_, completions_, objects_, loop, node, options_.node_id_hex,
-                 options_.node_has_gpus, options_.worker_id),
-      actor_submitter_(mu_, loop, node, submitter_, objects_) {}
+      resolver_(objects_),
+      submitter_(mu_, ready_cv_, completions_, objects_, resolver_, loop, node,
+                 options_.node_id_hex, options_.node_has_gpus, options_.worker_id),
+      actor_submitter_(mu_, loop, node, submitter_, objects_, resolver_) {
+  RegisterOwnerServiceHandlers();
+}
 
 CoreWorker::~CoreWorker() { Shutdown(); }
 
 void CoreWorker::Shutdown() {
   std::vector<std::shared_ptr<rpc::Connection>> watches;
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     if (shut_down_) return;
     shut_down_ = true;
     submitter_.Shutdown();
@@ -55,11 +59,38 @@ void CoreWorker::Shutdown() {
 }
 
 void CoreWorker::OnNodeLost(const std::string& why) {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   if (shut_down_) return;
   node_lost_ = why;
   submitter_.FailAll("the node daemon is gone: " + why);
   ready_cv_.SignalAll();
+}
+
+std::vector<RefArg> CoreWorker::SplitArgs(std::vector<internal::TaskArg>& args,
+                                          google::protobuf::RepeatedPtrField<proto::TaskArg>* out) {
+  std::vector<RefArg> ref_args;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    proto::TaskArg* a = out->Add();
+    if (args[i].kind == internal::TaskArg::Kind::kValue) {
+      a->set_value(std::move(args[i].value.bytes));
+      a->set_format(static_cast<uint32_t>(args[i].value.format));
+      a->set_dtype(static_cast<uint32_t>(args[i].value.dtype));
+    } else {
+      ref_args.push_back(RefArg{static_cast<int>(i), std::move(args[i].refs),
+                                args[i].kind == internal::TaskArg::Kind::kObjectRefList});
+    }
+  }
+  return ref_args;
+}
+
+void CoreWorker::FetchBorrowedArgsLocked(const std::vector<RefArg>& ref_args) {
+  // Borrowed ObjectRef arguments: ask their owners for the values.
+  for (const RefArg& arg : ref_args) {
+    for (const auto& ref : arg.ids) {
+      ObjectEntry* e = objects_.Find(ref);
+      if (e != nullptr && e->borrowed && !e->ready) FetchBorrowedLocked(ref, *e);
+    }
+  }
 }
 
 ObjectId CoreWorker::SubmitTask(const std::string& function_name,
@@ -69,6 +100,9 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   if (!demand.ok()) {
     throw InvalidUsageError(
         absl::StrCat("invalid resources for ", function_name, ": ", demand.status().message()));
+  }
+  if (options.num_returns < 1) {
+    throw InvalidUsageError(absl::StrCat("num_returns of ", function_name, " must be >= 1"));
   }
   if (options.max_retries < -1) {
     throw InvalidUsageError(absl::StrCat("SetMaxRetries(", options.max_retries,
@@ -100,40 +134,32 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   spec->set_function_name(function_name);
   spec->set_owner_worker_id(options_.worker_id.Binary());
   spec->set_name(options.name);
+  spec->set_job_id(options_.job_id);
+  demand->ToProto(spec->mutable_resources());
+  if (options.num_returns > 1) spec->set_num_returns(static_cast<uint32_t>(options.num_returns));
+  task->num_returns = options.num_returns;
   task->retries_left = options.max_retries;
   std::vector<ObjectId> contained;
   for (auto& arg : args) {
     contained.insert(contained.end(), arg.contained.begin(), arg.contained.end());
   }
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    proto::TaskArg* a = spec->add_args();
-    if (args[i].kind == internal::TaskArg::Kind::kValue) {
-      a->set_value(std::move(args[i].value.bytes));
-      a->set_format(static_cast<uint32_t>(args[i].value.format));
-      a->set_dtype(static_cast<uint32_t>(args[i].value.dtype));
-    } else {
-      task->ref_args.emplace_back(static_cast<int>(i), std::move(args[i].refs));
-      task->ref_arg_is_list.push_back(args[i].kind == internal::TaskArg::Kind::kObjectRefList);
-    }
-  }
-  absl::MutexLock lock(&mu_);
+  std::vector<RefArg> ref_args = SplitArgs(args, spec->mutable_args());
+  raio::MutexLock lock(&mu_);
   if (shut_down_) throw InvalidUsageError("raio is shut down");
   if (!node_lost_.empty()) throw ClusterUnavailableError("the node daemon is gone: " + node_lost_);
   TaskId task_id = MakeTaskId(options_.worker_id, next_task_seq_++);
   spec->set_task_id(task_id.Binary());
+  *spec->mutable_caller_address() = caller_address_;
+  task->task_id = task_id;
   task->return_id = MakeObjectId(task_id, 1);
   ObjectId id = task->return_id;
-  objects_.Create(id, /*local_refs=*/1);
+  for (int i = 0; i < options.num_returns; ++i) {
+    objects_.Create(internal::NthReturnId(id, static_cast<uint32_t>(i)), /*local_refs=*/1);
+  }
   for (const auto& c : contained) objects_.AddTaskArgRef(c);
   task->held_refs = std::move(contained);
-  // Borrowed ObjectRef arguments: ask their owners for the values.
-  for (const auto& [index, ids] : task->ref_args) {
-    for (const auto& ref : ids) {
-      ObjectEntry* e = objects_.Find(ref);
-      if (e != nullptr && e->borrowed && !e->ready) FetchBorrowedLocked(ref, *e);
-    }
-  }
-  submitter_.Submit(std::move(task), *demand);
+  FetchBorrowedArgsLocked(ref_args);
+  submitter_.Submit(std::move(task), *demand, std::move(ref_args));
   for (const auto& put : auto_put) objects_.RemoveLocalRef(put);
   return id;
 }
@@ -142,7 +168,7 @@ ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, co
                          std::size_t size, std::vector<ObjectId> contained) {
   ObjectId id;
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     if (shut_down_) throw InvalidUsageError("raio is shut down");
     id = MakeObjectId(MakeTaskId(options_.worker_id, next_task_seq_++), 0x80000000u);
   }
@@ -152,7 +178,7 @@ ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, co
       throw ObjectStoreFullError(std::string(s.message()));
     }
     if (!s.ok()) throw ClusterUnavailableError(absl::StrCat("Put failed: ", s.message()));
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     objects_.Create(id, /*local_refs=*/1);
     objects_.SetInStore(id);
     for (const auto& c : contained) objects_.AddLocalRef(c);
@@ -160,7 +186,7 @@ ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, co
     return id;
   }
   auto bytes = std::make_shared<const std::string>(static_cast<const char*>(data), size);
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   objects_.Create(id, /*local_refs=*/1);
   objects_.SetValue(id, internal::ValueView{format, dtype, *bytes, bytes});
   for (const auto& c : contained) objects_.AddLocalRef(c);
@@ -203,7 +229,7 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
   bool blocked = false;
   std::string owner_address;  // set when reading a borrowed object
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     while (true) {
       if (shut_down_) throw InvalidUsageError("raio is shut down");
       ObjectEntry* e = objects_.Find(id);
@@ -269,7 +295,7 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_obj
       std::min<std::chrono::microseconds>(config::kGetSpin, timeout.value_or(config::kGetSpin));
   std::vector<bool> ready(ids.size(), false);
   bool blocked = false;
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   while (true) {
     if (shut_down_) throw InvalidUsageError("raio is shut down");
     int n = 0;
@@ -288,23 +314,23 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_obj
 }
 
 void CoreWorker::AddLocalReference(const ObjectId& id) {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   objects_.AddLocalRef(id);
 }
 
 void CoreWorker::RemoveLocalReference(const ObjectId& id) {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   objects_.RemoveLocalRef(id);
 }
 
 void CoreWorker::Cancel(const ObjectId& id, bool force) {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   if (shut_down_) throw InvalidUsageError("raio is shut down");
   submitter_.Cancel(id, force);
 }
 
 std::size_t CoreWorker::NumOwnedObjects() {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   return objects_.size();
 }
 

@@ -18,15 +18,17 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "raio/actor.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/ids.h"
+#include "raio/common/mutex.h"
 #include "raio/internal/runtime.h"
 #include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
 #include "raio/rpc/listener.h"
+#include "raio/rpc/service.h"
 #include "raio/worker/actor_submitter.h"
+#include "raio/worker/dependency_resolver.h"
 #include "raio/worker/object_table.h"
 #include "raio/worker/store_client.h"
 #include "raio/worker/task_submitter.h"
@@ -44,6 +46,7 @@ class CoreWorker {
     std::string socket_dir;
     // Namespace of named actors when none is given ("job-<id>" unless Init sets one).
     std::string default_namespace;
+    JobId job_id = 0;
   };
 
   // `loop` must outlive the CoreWorker; `node` is a started connection on that loop;
@@ -59,12 +62,15 @@ class CoreWorker {
   ObjectId Put(internal::ValueFormat format, internal::DType dtype, const void* data,
                std::size_t size, std::vector<ObjectId> contained = {});
 
-  // Actors (see include/raio/actor.h for the contracts). Blocking: argument resolution and
-  // one node RPC; never on the loop thread.
+  // Actors (see include/raio/actor.h for the contracts). CreateActor, KillActor and
+  // GetNamedActor block (argument resolution, one node RPC; never on the loop thread);
+  // SubmitActorTask does not: its ObjectRef arguments are resolved asynchronously and the
+  // call is sent when they are ready, after every earlier call of this process's to the
+  // same actor.
   ActorId CreateActor(const std::string& factory_name, const std::string& class_name,
                       std::vector<internal::TaskArg> args, const internal::ActorOptions& options);
   ObjectId SubmitActorTask(const ActorId& actor, const std::string& method_name,
-                           std::vector<internal::TaskArg> args);
+                           std::vector<internal::TaskArg> args, int num_returns = 1);
   void KillActor(const ActorId& actor, bool no_restart);
   std::optional<ActorId> GetNamedActor(const std::string& name, const std::string& ns,
                                        const std::string& class_name);
@@ -75,12 +81,13 @@ class CoreWorker {
   internal::OwnerInfo SerializeRef(const ObjectId& id);
   void DeserializeRef(const ObjectId& id, const internal::OwnerInfo& owner);
   // For a task result holding `id`: registers `borrower` (the task's owner) with the
-  // object's owner so the object outlives this worker's references; `spec` is the task's
-  // (its id and attempt let the owner discard registrations of attempts that died).
-  // Blocking RPC unless this process owns it. Returns the ref's owner info for the reply.
+  // object's owner so the object outlives this worker's references; `spec` and `attempt`
+  // are the task's (its id and attempt let the owner discard registrations of attempts
+  // that died). Blocking RPC unless this process owns it. Returns the ref's owner info.
   absl::StatusOr<internal::OwnerInfo> RegisterBorrowerFor(const ObjectId& id,
                                                           const WorkerId& borrower,
-                                                          const proto::TaskSpec& spec);
+                                                          const proto::TaskSpec& spec,
+                                                          uint32_t attempt);
   // The owner-service socket of a process on this node.
   std::string OwnerServiceAddressOf(const WorkerId& worker) const;
   internal::ValueView Get(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
@@ -109,11 +116,19 @@ class CoreWorker {
 
  private:
   void NotifyBlocked(bool blocked);
-  // Waits for ObjectRef arguments and fills `out`: inline values, in-store ids (held in
-  // `held` until the call completes when `keep_store_refs`, else copied inline).
+  // Waits for ObjectRef arguments and fills `out` with their values, copied inline (an
+  // actor's factory arguments are kept for its restarts); refs inside by-value arguments
+  // are held in `held` until the call completes.
   void ResolveArgsBlocking(std::vector<internal::TaskArg>& args,
                            google::protobuf::RepeatedPtrField<proto::TaskArg>* out,
-                           std::vector<ObjectId>* held, bool keep_store_refs);
+                           std::vector<ObjectId>* held);
+  // Appends one TaskArg per argument to `out`: by-value ones filled, ObjectRef ones empty
+  // and returned for the DependencyResolver.
+  static std::vector<RefArg> SplitArgs(std::vector<internal::TaskArg>& args,
+                                       google::protobuf::RepeatedPtrField<proto::TaskArg>* out);
+  // Asks the owners of borrowed, not yet ready argument objects for their values.
+  void FetchBorrowedArgsLocked(const std::vector<RefArg>& ref_args)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnObjectFreed(const ObjectId& id, ObjectEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnObjectReady(const ObjectId& id, ObjectEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks a borrowed object's owner for its value (once); the reply completes the entry.
@@ -122,8 +137,11 @@ class CoreWorker {
   std::shared_ptr<rpc::Connection> OwnerConnectionLocked(const std::string& address,
                                                          bool quiet = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnOwnerServiceRequest(const std::shared_ptr<rpc::Connection>& conn,
-                             const rpc::FrameHeader& h, std::string_view body);
+  // Fills owner_service_'s table (constructor).
+  void RegisterOwnerServiceHandlers();
+  // ADD_BORROWER: `req.borrower_worker_id` now holds references to an object owned here.
+  absl::Status AddBorrowerLocked(rpc::Connection& conn, const proto::BorrowerRequest& req)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers `borrower` for owned object `id` on its behalf (see
   // ObjectTable::AddBorrowerOnBehalf), watching the borrower's process first. Returns false
   // when `id` is not an owned object here.
@@ -146,14 +164,18 @@ class CoreWorker {
   EventLoop& loop_;
   std::shared_ptr<rpc::Connection> node_;
   std::unique_ptr<StoreClient> store_;
-  absl::Mutex mu_;
-  absl::CondVar ready_cv_;
+  raio::Mutex mu_;
+  raio::CondVar ready_cv_;
   std::atomic<uint64_t> completions_{0};
   ObjectTable objects_ ABSL_GUARDED_BY(mu_);
+  DependencyResolver resolver_ ABSL_GUARDED_BY(mu_);
   TaskSubmitter submitter_;
   ActorSubmitter actor_submitter_;
   uint64_t next_task_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::string owner_address_;
+  rpc::Service owner_service_{"owner"};
+  // Where this process's owner service is (copied into every task spec it submits).
+  proto::Address caller_address_;
   std::unique_ptr<rpc::Listener> owner_listener_;
   std::map<std::string, std::shared_ptr<rpc::Connection>> owner_conns_ ABSL_GUARDED_BY(mu_);
   // Owner service: borrowers that registered themselves, by their connection.

@@ -3,6 +3,7 @@
 #include "raio/common/config.h"
 #include "raio/common/resources.h"
 #include "raio/errors.h"
+#include "raio/internal/returns.h"
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
 #include "raio/worker/core_worker.h"
@@ -11,13 +12,13 @@ namespace raio::worker {
 
 void CoreWorker::ResolveArgsBlocking(std::vector<internal::TaskArg>& args,
                                      google::protobuf::RepeatedPtrField<proto::TaskArg>* out,
-                                     std::vector<ObjectId>* held, bool keep_store_refs) {
+                                     std::vector<ObjectId>* held) {
   // Fills `arg` from a ready object.
   auto fill = [&](proto::TaskArg* arg, const ObjectId& id) {
     Wait({id}, 1, std::nullopt);
     bool in_store = false;
     {
-      absl::MutexLock lock(&mu_);
+      raio::MutexLock lock(&mu_);
       ObjectEntry* e = objects_.Find(id);
       if (e == nullptr) {
         throw ObjectLostError(absl::StrCat("argument object ", id.Hex(), " is unknown or freed"));
@@ -28,13 +29,6 @@ void CoreWorker::ResolveArgsBlocking(std::vector<internal::TaskArg>& args,
         arg->set_value(std::string(e->value.bytes));
         arg->set_format(static_cast<uint32_t>(e->value.format));
         arg->set_dtype(static_cast<uint32_t>(e->value.dtype));
-        return;
-      }
-      if (keep_store_refs) {
-        objects_.AddTaskArgRef(id);
-        held->push_back(id);
-        arg->set_object_id(id.Binary());
-        arg->set_in_store(true);
         return;
       }
     }
@@ -51,7 +45,7 @@ void CoreWorker::ResolveArgsBlocking(std::vector<internal::TaskArg>& args,
         arg->set_format(static_cast<uint32_t>(a.value.format));
         arg->set_dtype(static_cast<uint32_t>(a.value.dtype));
         if (!a.contained.empty()) {
-          absl::MutexLock lock(&mu_);
+          raio::MutexLock lock(&mu_);
           for (const auto& c : a.contained) {
             objects_.AddTaskArgRef(c);
             held->push_back(c);
@@ -89,7 +83,7 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
   spec->set_factory_name(factory_name);
   spec->set_class_name(class_name);
   std::vector<ObjectId> held;  // factory arguments are copied inline: restarts reuse them
-  ResolveArgsBlocking(args, spec->mutable_args(), &held, /*keep_store_refs=*/false);
+  ResolveArgsBlocking(args, spec->mutable_args(), &held);
   resources->ToProto(spec->mutable_resources());
   spec->set_name(options.name);
   spec->set_namespace_(options.ns.empty() ? options_.default_namespace : options.ns);
@@ -100,7 +94,7 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
   spec->set_owner_worker_id(options_.worker_id.Binary());
   if (std::size_t bytes = req.ByteSizeLong(); bytes > config::MaxRequestBytes()) {
     // Factory arguments travel inline (restarts reuse them), in one frame.
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     for (const auto& h : held) objects_.RemoveTaskArgRef(h);
     throw InvalidUsageError(absl::StrCat(
         "raio::Actor(", factory_name, "): the factory's arguments take ", bytes,
@@ -109,7 +103,7 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
   }
   auto reply = rpc::CallSync(*node_, proto::CREATE_ACTOR, req, config::kControlRpcTimeout);
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     for (const auto& h : held) objects_.RemoveTaskArgRef(h);
   }
   if (!reply.ok()) {
@@ -125,38 +119,50 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
     }
   }
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     actor_submitter_.NoteCreated(id, resources->ToString());
   }
   return id;
 }
 
 ObjectId CoreWorker::SubmitActorTask(const ActorId& actor, const std::string& method_name,
-                                     std::vector<internal::TaskArg> args) {
+                                     std::vector<internal::TaskArg> args, int num_returns) {
   if (actor.IsNil()) throw InvalidUsageError("call on an empty ActorHandle");
+  if (num_returns < 1) throw InvalidUsageError("num_returns must be >= 1");
   proto::PushActorTaskRequest req;
   req.set_actor_id(actor.Binary());
   req.set_method_name(method_name);
   proto::TaskSpec* spec = req.mutable_spec();
   spec->set_function_name(method_name);
   spec->set_owner_worker_id(options_.worker_id.Binary());
-  std::vector<ObjectId> held;
-  ResolveArgsBlocking(args, spec->mutable_args(), &held, /*keep_store_refs=*/true);
-  absl::MutexLock lock(&mu_);
+  spec->set_job_id(options_.job_id);
+  if (num_returns > 1) spec->set_num_returns(static_cast<uint32_t>(num_returns));
+  std::vector<ObjectId> contained;
+  for (auto& arg : args) {
+    contained.insert(contained.end(), arg.contained.begin(), arg.contained.end());
+  }
+  std::vector<RefArg> ref_args = SplitArgs(args, spec->mutable_args());
   if (std::size_t bytes = req.ByteSizeLong(); bytes > config::MaxRequestBytes()) {
-    // By-value arguments of actor calls travel inline, in one frame.
-    for (const auto& h : held) objects_.RemoveTaskArgRef(h);
+    // By-value arguments of actor calls travel inline, in one frame (objects of ObjectRef
+    // arguments are checked when they resolve).
     throw InvalidUsageError(absl::StrCat(
         "actor call ", method_name, ": its arguments take ", bytes, " bytes, above the limit of ",
         config::MaxRequestBytes(),
         " bytes for one request; raio::Put large values and pass the ObjectRef instead"));
   }
+  raio::MutexLock lock(&mu_);
   if (shut_down_) throw InvalidUsageError("raio is shut down");
   TaskId task_id = MakeTaskId(options_.worker_id, next_task_seq_++);
   spec->set_task_id(task_id.Binary());
+  *spec->mutable_caller_address() = caller_address_;
   ObjectId id = MakeObjectId(task_id, 1);
-  objects_.Create(id, /*local_refs=*/1);
-  actor_submitter_.Submit(actor, std::move(req), id, std::move(held));
+  for (int i = 0; i < num_returns; ++i) {
+    objects_.Create(internal::NthReturnId(id, static_cast<uint32_t>(i)), /*local_refs=*/1);
+  }
+  for (const auto& c : contained) objects_.AddTaskArgRef(c);
+  FetchBorrowedArgsLocked(ref_args);
+  actor_submitter_.Submit(actor, std::move(req), id, num_returns, std::move(contained),
+                          std::move(ref_args));
   return id;
 }
 
@@ -172,7 +178,7 @@ void CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
   }
   // Its process is ending: later calls go to the next incarnation (or fail with its death),
   // never to the dying process.
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   if (!shut_down_) actor_submitter_.OnKilled(actor);
 }
 

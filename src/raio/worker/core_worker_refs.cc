@@ -1,6 +1,7 @@
 // CoreWorker, part two: ownership across processes. The owner service that borrowers
 // call (ADD_BORROWER, REMOVE_BORROWER, GET_OBJECT), ObjectRef (de)serialization, and
 // what happens when an object is freed or becomes ready.
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
@@ -33,102 +34,104 @@ std::string CoreWorker::OwnerServiceAddressOf(const WorkerId& worker) const {
 
 absl::Status CoreWorker::StartOwnerService() {
   owner_address_ = OwnerServiceAddressOf(options_.worker_id);
+  // One host until nodes listen on TCP for each other (many-nodes issue): loopback.
+  caller_address_.set_ip("127.0.0.1");
+  caller_address_.set_node_id(absl::HexStringToBytes(options_.node_id_hex));
+  caller_address_.set_worker_id(options_.worker_id.Binary());
+  caller_address_.set_unix_socket(owner_address_);
   auto l = rpc::Listener::ListenUnix(
       loop_.io(), owner_address_, [this](std::shared_ptr<rpc::Connection> conn) {
-        conn->Start([this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
-                           std::string_view body) { OnOwnerServiceRequest(c, h, body); },
-                    [this](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
-                      // The borrowers that registered themselves over this connection are gone.
-                      absl::MutexLock lock(&mu_);
-                      auto it = borrower_conns_.find(c.get());
-                      if (it == borrower_conns_.end()) return;
-                      std::set<WorkerId> borrowers = std::move(it->second);
-                      borrower_conns_.erase(it);
-                      if (shut_down_) return;
-                      for (const auto& b : borrowers) objects_.RemoveBorrowerEverywhere(b);
-                    });
+        conn->Start(
+            [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                   std::string_view body) {
+              if (!owner_service_.Dispatch(c, h, body)) owner_service_.RejectUnknown(c, h);
+            },
+            [this](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
+              // The borrowers that registered themselves over this connection are gone.
+              raio::MutexLock lock(&mu_);
+              auto it = borrower_conns_.find(c.get());
+              if (it == borrower_conns_.end()) return;
+              std::set<WorkerId> borrowers = std::move(it->second);
+              borrower_conns_.erase(it);
+              if (shut_down_) return;
+              for (const auto& b : borrowers) objects_.RemoveBorrowerEverywhere(b);
+            });
       });
   if (!l.ok()) return l.status();
   owner_listener_ = std::move(*l);
   return absl::OkStatus();
 }
 
-void CoreWorker::OnOwnerServiceRequest(const std::shared_ptr<rpc::Connection>& conn,
-                                       const rpc::FrameHeader& h, std::string_view body) {
-  absl::MutexLock lock(&mu_);
-  if (shut_down_) return;
-  switch (h.method) {
-    case proto::ADD_BORROWER:
-    case proto::REMOVE_BORROWER: {
-      proto::BorrowerRequest req;
-      if (!req.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-        if (h.kind == rpc::FrameKind::kRequest) {
-          conn->ReplyError(h, absl::InvalidArgumentError("malformed BorrowerRequest"));
+void CoreWorker::RegisterOwnerServiceHandlers() {
+  owner_service_.Handle<proto::ADD_BORROWER>(
+      [this](const rpc::Responder<proto::ADD_BORROWER>& r, const proto::BorrowerRequest& req) {
+        raio::MutexLock lock(&mu_);
+        if (shut_down_) return;
+        absl::Status s = AddBorrowerLocked(*r.conn(), req);
+        s.ok() ? r.Ok(proto::Empty()) : r.Error(s);
+      });
+  owner_service_.Handle<proto::REMOVE_BORROWER>(
+      [this](const rpc::Responder<proto::REMOVE_BORROWER>&, const proto::BorrowerRequest& req) {
+        raio::MutexLock lock(&mu_);
+        if (shut_down_) return;
+        ObjectId id = ObjectId::FromBinary(req.object_id());
+        WorkerId borrower = WorkerId::FromBinary(req.borrower_worker_id());
+        int count = std::max<int>(1, static_cast<int>(req.count()));
+        if (borrower == options_.worker_id) {
+          for (int i = 0; i < count; ++i) objects_.RemoveLocalRef(id);
+        } else {
+          objects_.RemoveBorrower(id, borrower, count);
         }
-        return;
-      }
-      ObjectId id = ObjectId::FromBinary(req.object_id());
-      WorkerId borrower = WorkerId::FromBinary(req.borrower_worker_id());
-      int count = std::max<int>(1, static_cast<int>(req.count()));
-      ObjectEntry* e = objects_.Find(id);
-      if (h.method == proto::ADD_BORROWER && !req.task_id().empty()) {
-        if (!AddBorrowerOnBehalfLocked(id, borrower, req.borrower_address(), req.task_id(),
-                                       req.attempt(), count)) {
-          conn->ReplyError(h, absl::NotFoundError(absl::StrCat(
-                                  "object ", id.Hex(), " is not owned by this process (freed?)")));
-          return;
-        }
-        conn->Reply(h, proto::Empty());
-      } else if (h.method == proto::ADD_BORROWER) {
+      });
+  owner_service_.Handle<proto::GET_OBJECT>(
+      [this](const rpc::Responder<proto::GET_OBJECT>& r, const proto::GetObjectRequest& req) {
+        raio::MutexLock lock(&mu_);
+        if (shut_down_) return;
+        ObjectId id = ObjectId::FromBinary(req.object_id());
+        ObjectEntry* e = objects_.Find(id);
         if (e == nullptr || e->borrowed) {
-          conn->ReplyError(h, absl::NotFoundError(absl::StrCat(
-                                  "object ", id.Hex(), " is not owned by this process (freed?)")));
+          proto::GetObjectReply reply;
+          auto* err = reply.mutable_error();
+          err->set_type(proto::OBJECT_LOST);
+          err->set_message(absl::StrCat("object ", id.Hex(), " was freed by its owner"));
+          r.Ok(reply);
           return;
         }
-        if (req.self_registration() && borrower != options_.worker_id) {
-          borrower_conns_[conn.get()].insert(borrower);
-        }
-        // The owner itself as borrower (its own ref came back inside a task result).
-        for (int i = 0; i < count; ++i) {
-          if (borrower == options_.worker_id) {
-            objects_.AddLocalRef(id);
-          } else {
-            objects_.AddBorrower(id, borrower, 1);
-          }
-        }
-        conn->Reply(h, proto::Empty());
-      } else if (borrower == options_.worker_id) {
-        for (int i = 0; i < count; ++i) objects_.RemoveLocalRef(id);
-      } else {
-        objects_.RemoveBorrower(id, borrower, count);
-      }
-      return;
+        e->remote_getters.emplace_back(r.conn(), r.header());
+        if (e->ready) OnObjectReady(id, *e);
+      });
+}
+
+absl::Status CoreWorker::AddBorrowerLocked(rpc::Connection& conn,
+                                           const proto::BorrowerRequest& req) {
+  ObjectId id = ObjectId::FromBinary(req.object_id());
+  WorkerId borrower = WorkerId::FromBinary(req.borrower_worker_id());
+  int count = std::max<int>(1, static_cast<int>(req.count()));
+  auto not_owned = [&] {
+    return absl::NotFoundError(
+        absl::StrCat("object ", id.Hex(), " is not owned by this process (freed?)"));
+  };
+  if (!req.task_id().empty()) {
+    if (!AddBorrowerOnBehalfLocked(id, borrower, req.borrower_address(), req.task_id(),
+                                   req.attempt(), count)) {
+      return not_owned();
     }
-    case proto::GET_OBJECT: {
-      proto::GetObjectRequest req;
-      if (!req.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-        conn->ReplyError(h, absl::InvalidArgumentError("malformed GetObjectRequest"));
-        return;
-      }
-      ObjectId id = ObjectId::FromBinary(req.object_id());
-      ObjectEntry* e = objects_.Find(id);
-      if (e == nullptr || e->borrowed) {
-        proto::GetObjectReply reply;
-        auto* err = reply.mutable_error();
-        err->set_type(proto::OBJECT_LOST);
-        err->set_message(absl::StrCat("object ", id.Hex(), " was freed by its owner"));
-        conn->Reply(h, reply);
-        return;
-      }
-      e->remote_getters.emplace_back(conn, h);
-      if (e->ready) OnObjectReady(id, *e);
-      return;
-    }
-    default:
-      if (h.kind == rpc::FrameKind::kRequest) {
-        conn->ReplyError(h, absl::UnimplementedError("not an owner-service method"));
-      }
+    return absl::OkStatus();
   }
+  ObjectEntry* e = objects_.Find(id);
+  if (e == nullptr || e->borrowed) return not_owned();
+  if (req.self_registration() && borrower != options_.worker_id) {
+    borrower_conns_[&conn].insert(borrower);
+  }
+  // The owner itself as borrower (its own ref came back inside a task result).
+  for (int i = 0; i < count; ++i) {
+    if (borrower == options_.worker_id) {
+      objects_.AddLocalRef(id);
+    } else {
+      objects_.AddBorrower(id, borrower, 1);
+    }
+  }
+  return absl::OkStatus();
 }
 
 void CoreWorker::OnObjectReady(const ObjectId& id, ObjectEntry& e) {
@@ -189,7 +192,7 @@ void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
   e.fetch_requested = true;
   auto conn = OwnerConnectionLocked(e.owner_address, /*quiet=*/true);
   auto fail = [this, id](const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    submitter_.OnDependenciesReady(objects_.SetError(id, MakeError(proto::OWNER_DIED, why)));
+    resolver_.OnObjectsReady(objects_.SetError(id, MakeError(proto::OWNER_DIED, why)));
     completions_.fetch_add(1, std::memory_order_release);
     ready_cv_.SignalAll();
   };
@@ -202,7 +205,7 @@ void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
   proto::GetObjectRequest req;
   req.set_object_id(id.Binary());
   conn->Call(proto::GET_OBJECT, req, [this, id, fail](const absl::StatusOr<std::string_view>& r) {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     if (shut_down_) return;
     proto::GetObjectReply reply;
     if (!r.ok() || !reply.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
@@ -210,7 +213,7 @@ void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
                         r.ok() ? "malformed reply" : std::string(r.status().message())));
       return;
     }
-    std::vector<TaskEntry*> ready;
+    std::vector<TaskId> ready;
     if (reply.has_error()) {
       ready = objects_.SetError(
           id, std::make_shared<proto::ErrorInfo>(std::move(*reply.mutable_error())));
@@ -227,14 +230,14 @@ void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
     }
     completions_.fetch_add(1, std::memory_order_release);
     ready_cv_.SignalAll();
-    submitter_.OnDependenciesReady(std::move(ready));
+    resolver_.OnObjectsReady(ready);
   });
 }
 
 internal::OwnerInfo CoreWorker::SerializeRef(const ObjectId& id) {
   internal::OwnerInfo info;
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     ObjectEntry* e = objects_.Find(id);
     if (e == nullptr) {
       throw ObjectLostError(
@@ -251,7 +254,7 @@ void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& o
   WorkerId owner_id = WorkerId::FromBinary(owner.owner_worker_id);
   std::shared_ptr<rpc::Connection> conn;
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     if (owner_id == options_.worker_id) {
       if (objects_.Find(id) == nullptr) {
         throw ObjectLostError(absl::StrCat("object ", id.Hex(), " was already freed"));
@@ -277,7 +280,7 @@ void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& o
     s = rpc::CallSync(*conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
   }
   if (!s.ok()) {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     if (ObjectEntry* e = objects_.Find(id)) {
       e->owner_registrations = 0;
       // Unreachable owner: it died; NotFound: it already freed the object.
@@ -294,16 +297,17 @@ void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& o
 
 absl::StatusOr<internal::OwnerInfo> CoreWorker::RegisterBorrowerFor(const ObjectId& id,
                                                                     const WorkerId& borrower,
-                                                                    const proto::TaskSpec& spec) {
+                                                                    const proto::TaskSpec& spec,
+                                                                    uint32_t attempt) {
   std::shared_ptr<rpc::Connection> conn;
   internal::OwnerInfo info;
   std::string borrower_address = OwnerServiceAddressOf(borrower);
   {
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     ObjectEntry* e = objects_.Find(id);
     if (e == nullptr) return absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is unknown"));
     if (!e->borrowed) {
-      AddBorrowerOnBehalfLocked(id, borrower, borrower_address, spec.task_id(), spec.attempt(), 1);
+      AddBorrowerOnBehalfLocked(id, borrower, borrower_address, spec.task_id(), attempt, 1);
       return internal::OwnerInfo{options_.worker_id.Binary(), owner_address_};
     }
     info = {e->owner_id.Binary(), e->owner_address};
@@ -315,7 +319,7 @@ absl::StatusOr<internal::OwnerInfo> CoreWorker::RegisterBorrowerFor(const Object
   req.set_borrower_worker_id(borrower.Binary());
   req.set_count(1);
   req.set_task_id(spec.task_id());
-  req.set_attempt(spec.attempt());
+  req.set_attempt(attempt);
   req.set_borrower_address(borrower_address);
   absl::Status s =
       rpc::CallSync(*conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
@@ -349,7 +353,7 @@ bool CoreWorker::WatchBorrowerLocked(const WorkerId& borrower, const std::string
   }
   (*conn)->Start(nullptr,
                  [this, borrower](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
-                   absl::MutexLock lock(&mu_);
+                   raio::MutexLock lock(&mu_);
                    auto w = borrower_watches_.find(borrower);
                    if (w == borrower_watches_.end() || w->second != c) return;
                    borrower_watches_.erase(w);

@@ -26,13 +26,13 @@ ObjectEntry* ObjectTable::Find(const ObjectId& id) {
   return it == objects_.end() ? nullptr : &it->second;
 }
 
-std::vector<TaskEntry*> ObjectTable::MarkReady(Map::iterator it) {
+std::vector<TaskId> ObjectTable::MarkReady(Map::iterator it) {
   it->second.ready = true;
   if (callbacks_.on_ready) callbacks_.on_ready(it->first, it->second);
   return std::move(it->second.dependents);
 }
 
-std::vector<TaskEntry*> ObjectTable::SetInStore(const ObjectId& id) {
+std::vector<TaskId> ObjectTable::SetInStore(const ObjectId& id) {
   auto it = objects_.find(id);
   if (it == objects_.end()) {
     ObjectEntry gone;
@@ -45,15 +45,15 @@ std::vector<TaskEntry*> ObjectTable::SetInStore(const ObjectId& id) {
   return MarkReady(it);
 }
 
-std::vector<TaskEntry*> ObjectTable::SetValue(const ObjectId& id, internal::ValueView value) {
+std::vector<TaskId> ObjectTable::SetValue(const ObjectId& id, internal::ValueView value) {
   auto it = objects_.find(id);
   if (it == objects_.end() || it->second.ready) return {};
   it->second.value = std::move(value);
   return MarkReady(it);
 }
 
-std::vector<TaskEntry*> ObjectTable::SetError(const ObjectId& id,
-                                              std::shared_ptr<const proto::ErrorInfo> e) {
+std::vector<TaskId> ObjectTable::SetError(const ObjectId& id,
+                                          std::shared_ptr<const proto::ErrorInfo> e) {
   auto it = objects_.find(id);
   if (it == objects_.end() || it->second.ready) return {};
   it->second.error = std::move(e);

@@ -28,8 +28,6 @@
 
 namespace raio::worker {
 
-struct TaskEntry;
-
 struct ObjectEntry {
   bool ready = false;
   internal::ValueView value;                      // ready with an inline value
@@ -37,8 +35,10 @@ struct ObjectEntry {
   std::shared_ptr<const proto::ErrorInfo> error;  // ready with an error
   int local_refs = 0;
   int task_arg_refs = 0;
-  std::vector<TaskEntry*> dependents;  // tasks waiting for this object
-  std::vector<ObjectId> contained;     // refs held by this object's value
+  // Tasks and actor calls whose arguments wait for this object, by id (see
+  // DependencyResolver): an entry cancelled meanwhile is simply not found.
+  std::vector<TaskId> dependents;
+  std::vector<ObjectId> contained;  // refs held by this object's value
   // Owned objects: other processes holding references, by worker id.
   std::map<WorkerId, int> borrowers;
   std::vector<std::pair<std::shared_ptr<rpc::Connection>, rpc::FrameHeader>> remote_getters;
@@ -75,12 +75,12 @@ class ObjectTable {
   // entry is new.
   bool AddBorrowed(const ObjectId& id, const WorkerId& owner, const std::string& address);
   ObjectEntry* Find(const ObjectId& id);
-  // Marks ready with a value / in the store / with an error. Returns the tasks that
-  // waited for it; empty if the object was already freed (then a store value is deleted
+  // Marks ready with a value / in the store / with an error. Returns the ids of the tasks
+  // that waited for it; empty if the object was already freed (then a store value is deleted
   // through on_free).
-  std::vector<TaskEntry*> SetValue(const ObjectId& id, internal::ValueView value);
-  std::vector<TaskEntry*> SetInStore(const ObjectId& id);
-  std::vector<TaskEntry*> SetError(const ObjectId& id, std::shared_ptr<const proto::ErrorInfo> e);
+  std::vector<TaskId> SetValue(const ObjectId& id, internal::ValueView value);
+  std::vector<TaskId> SetInStore(const ObjectId& id);
+  std::vector<TaskId> SetError(const ObjectId& id, std::shared_ptr<const proto::ErrorInfo> e);
   // Records refs held by the object's value (each already counted once for it); if the
   // object is gone, releases them.
   void SetContained(const ObjectId& id, std::vector<ObjectId> contained);
@@ -108,7 +108,7 @@ class ObjectTable {
 
  private:
   using Map = std::unordered_map<ObjectId, ObjectEntry, ObjectId::Hasher>;
-  std::vector<TaskEntry*> MarkReady(Map::iterator it);
+  std::vector<TaskId> MarkReady(Map::iterator it);
   void MaybeFree(Map::iterator it);
 
   // Erases `borrower`'s on-behalf bookkeeping of entry `e` (its references are gone).

@@ -186,6 +186,7 @@ void TaskExecutor::RunActorTask(const std::shared_ptr<rpc::Connection>& conn,
                                        "' is not registered in this worker's executable");
   proto::PushTaskRequest request;
   *request.mutable_spec() = req.spec();
+  request.set_attempt(req.attempt());
   void* instance = actor_.instance;
   Execute(
       conn, h, request,
@@ -242,6 +243,39 @@ absl::StatusOr<internal::ValueView> TaskExecutor::ResolveArg(
 
 absl::Status TaskExecutor::StoreResult(const proto::TaskSpec& spec, internal::EncodedValue result,
                                        proto::PushTaskReply* reply) {
+  const uint32_t expected = std::max<uint32_t>(spec.num_returns(), 1);
+  const bool several = result.format == internal::ValueFormat::kReturns;
+  if (several != (expected > 1)) {
+    // Only a caller built from other sources than this worker gets here.
+    throw SerializationError(absl::StrCat(
+        spec.function_name(), several ? " returns several values" : " returns one value",
+        " but the caller expects ", expected));
+  }
+  if (several) {
+    auto parts = UnpackReturns(result.bytes);
+    if (!parts.ok()) return parts.status();
+    if (parts->size() != expected) {
+      throw SerializationError(absl::StrCat(spec.function_name(), " returned ", parts->size(),
+                                            " values but the caller expects ", expected));
+    }
+    TaskId task = TaskId::FromBinary(spec.task_id());
+    for (uint32_t i = 0; i < expected; ++i) {
+      const internal::ValueView& part = (*parts)[i];
+      proto::ReturnObject* ret = reply->add_returns();
+      ret->set_format(static_cast<uint32_t>(part.format));
+      ret->set_dtype(static_cast<uint32_t>(part.dtype));
+      if (part.bytes.size() < config::kMaxInlineObjectBytes || store_ == nullptr) {
+        ret->set_value(std::string(part.bytes));
+        continue;
+      }
+      absl::Status s =
+          store_->Put(MakeObjectId(task, i + 1), WorkerId::FromBinary(spec.owner_worker_id()),
+                      part.format, part.dtype, part.bytes.data(), part.bytes.size());
+      if (!s.ok() && s.code() != absl::StatusCode::kAlreadyExists) return s;
+      ret->set_in_store(true);
+    }
+    return absl::OkStatus();
+  }
   if (result.bytes.size() < config::kMaxInlineObjectBytes || store_ == nullptr) {
     reply->set_format(static_cast<uint32_t>(result.format));
     reply->set_dtype(static_cast<uint32_t>(result.dtype));
@@ -332,17 +366,20 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
         // while the ref still exists here, so they outlive this worker's references.
         WorkerId owner = WorkerId::FromBinary(spec.owner_worker_id());
         absl::Status ref_status;
+        // Each with the return value (0-based) whose encoding serialized it.
+        std::vector<std::pair<uint32_t, proto::ObjectRefInfo>> refs;
         internal::ContainedRefs contained([&](const ObjectId& id) {
           if (core_ == nullptr || !ref_status.ok()) return;
-          auto info = core_->RegisterBorrowerFor(id, owner, spec);
+          auto info = core_->RegisterBorrowerFor(id, owner, spec, request.attempt());
           if (!info.ok()) {
             ref_status = info.status();
             return;
           }
-          auto* c = reply.add_contained();
-          c->set_object_id(id.Binary());
-          c->set_owner_worker_id(info->owner_worker_id);
-          c->set_owner_address(info->owner_address);
+          proto::ObjectRefInfo c;
+          c.set_object_id(id.Binary());
+          c.set_owner_worker_id(info->owner_worker_id);
+          c.set_owner_address(info->owner_address);
+          refs.emplace_back(internal::EncodingReturn(), std::move(c));
         });
         internal::EncodedValue result = invoke(args);
         if (!ref_status.ok()) {
@@ -350,6 +387,13 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
                                              " is lost: ", ref_status.message()));
         }
         absl::Status s = StoreResult(spec, std::move(result), &reply);
+        for (auto& [index, info] : refs) {
+          if (s.ok() && reply.returns_size() > 0 && index < uint32_t(reply.returns_size())) {
+            *reply.mutable_returns(static_cast<int>(index))->add_contained() = std::move(info);
+          } else {
+            *reply.add_contained() = std::move(info);
+          }
+        }
         if (!s.ok()) {
           fail(
               s.code() == absl::StatusCode::kResourceExhausted ? proto::OBJECT_STORE_FULL

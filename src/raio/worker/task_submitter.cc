@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
+#include "raio/internal/returns.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
@@ -25,14 +26,16 @@ std::shared_ptr<const proto::ErrorInfo> MakeError(proto::ErrorType type, std::st
   return e;
 }
 
-TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv,
+TaskSubmitter::TaskSubmitter(raio::Mutex& mu, raio::CondVar& ready_cv,
                              std::atomic<uint64_t>& completions, ObjectTable& objects,
-                             EventLoop& loop, std::shared_ptr<rpc::Connection> node,
-                             std::string node_id_hex, bool node_has_gpus, WorkerId self)
+                             DependencyResolver& resolver, EventLoop& loop,
+                             std::shared_ptr<rpc::Connection> node, std::string node_id_hex,
+                             bool node_has_gpus, WorkerId self)
     : mu_(mu),
       ready_cv_(ready_cv),
       completions_(completions),
       objects_(objects),
+      resolver_(resolver),
       loop_(loop),
       node_(std::move(node)),
       node_id_hex_(std::move(node_id_hex)),
@@ -41,7 +44,13 @@ TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv,
 
 TaskSubmitter::~TaskSubmitter() = default;
 
-void TaskSubmitter::Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& demand) {
+TaskEntry* TaskSubmitter::FindTask(const TaskId& id) {
+  auto it = tasks_.find(id);
+  return it == tasks_.end() ? nullptr : it->second.get();
+}
+
+void TaskSubmitter::Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& demand,
+                           std::vector<RefArg> ref_args) {
   // A scheduling class is a resource shape and a function (as Ray's): the pipeline depth
   // follows the measured time of that function only, so a quick function's history never
   // queues a slow one behind another.
@@ -53,111 +62,57 @@ void TaskSubmitter::Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& d
   }
   TaskEntry* t = task.get();
   t->cls = cls.get();
-  by_return_[t->return_id] = t;
-  tasks_[t] = std::move(task);
-  // Count unresolved ObjectRef arguments and hold them until resolved.
-  for (const auto& [index, ids] : t->ref_args) {
-    for (const auto& id : ids) {
-      ObjectEntry* e = objects_.Find(id);
-      if (e == nullptr) continue;  // reported by TryResolve
-      objects_.AddTaskArgRef(id);
-      t->arg_refs.push_back(id);
-      if (!e->ready) {
-        e->dependents.push_back(t);
-        ++t->unresolved;
-      }
-    }
+  const TaskId id = t->task_id;
+  tasks_[id] = std::move(task);
+  if (ref_args.empty()) {
+    Enqueue(t);
+    return;
   }
-  if (t->unresolved == 0 && TryResolve(t)) Enqueue(t);
+  t->resolving = true;
+  resolver_.Resolve(id, t->request.spec().function_name(), std::move(ref_args),
+                    [this, id](ResolvedArgs resolved)
+                        ABSL_NO_THREAD_SAFETY_ANALYSIS { OnResolved(id, std::move(resolved)); });
 }
 
-void TaskSubmitter::OnDependenciesReady(std::vector<TaskEntry*> tasks) {
-  for (TaskEntry* t : tasks) {
-    if (tasks_.count(t) == 0) continue;
-    if (--t->unresolved == 0 && TryResolve(t)) Enqueue(t);
+void TaskSubmitter::OnResolved(const TaskId& id, ResolvedArgs resolved) {
+  TaskEntry* t = FindTask(id);
+  if (t == nullptr) {  // cannot happen: Cancel and FailAll cancel the resolution first
+    for (const auto& ref : resolved.kept) objects_.RemoveTaskArgRef(ref);
+    return;
   }
-}
-
-bool TaskSubmitter::TryResolve(TaskEntry* t) {
+  t->resolving = false;
+  t->arg_refs = std::move(resolved.kept);
+  if (resolved.error) {
+    Fail(t, std::move(resolved.error));
+    return;
+  }
   auto* args = t->request.mutable_spec()->mutable_args();
-  // Fills `arg` from object `id`: its inline value, or its store id (read in place by
-  // the worker). Returns the object's error, if any.
-  auto fill = [&](proto::TaskArg* arg,
-                  const ObjectId& id) -> std::shared_ptr<const proto::ErrorInfo> {
-    ObjectEntry* e = objects_.Find(id);
-    if (e == nullptr) {
-      return MakeError(proto::OBJECT_LOST,
-                       absl::StrCat("argument object ", id.Hex(),
-                                    " is not owned by this process or was already freed"),
-                       t->request.spec().function_name());
-    }
-    if (e->error) return e->error;
-    if (e->in_store) {
-      arg->set_object_id(id.Binary());
-      arg->set_in_store(true);
-    } else {
-      arg->set_value(std::string(e->value.bytes));
-      arg->set_format(static_cast<uint32_t>(e->value.format));
-      arg->set_dtype(static_cast<uint32_t>(e->value.dtype));
-    }
-    return nullptr;
-  };
-  for (std::size_t k = 0; k < t->ref_args.size(); ++k) {
-    const auto& [index, ids] = t->ref_args[k];
-    proto::TaskArg* arg = &(*args)[index];
-    arg->Clear();
-    std::shared_ptr<const proto::ErrorInfo> err;
-    if (t->ref_arg_is_list[k]) {
-      proto::ArgList* list = arg->mutable_list();
-      for (const auto& id : ids) {
-        if ((err = fill(list->add_elements(), id))) break;
-      }
-    } else {
-      err = fill(arg, ids[0]);
-    }
-    if (err) {
-      Complete(t, {}, false, err);
-      return false;
-    }
+  bool has_list = false;
+  for (auto& [index, arg] : resolved.args) {
+    has_list = has_list || arg.has_list();
+    (*args)[index] = std::move(arg);
   }
   // Small objects of ObjectRef arguments were copied in; the request must fit one frame.
   // Only lists of refs can add up to that (each object is under 100 KiB), so other tasks
   // skip the size computation.
-  bool has_list = std::find(t->ref_arg_is_list.begin(), t->ref_arg_is_list.end(), true) !=
-                  t->ref_arg_is_list.end();
   if (std::size_t bytes = has_list ? t->request.ByteSizeLong() : 0;
       bytes > config::MaxRequestBytes()) {
     const std::string& fn = t->request.spec().function_name();
-    Complete(t, {}, false,
-             MakeError(proto::INVALID_USAGE,
-                       absl::StrCat("the arguments of ", fn, " take ", bytes,
-                                    " bytes inline (objects under 100 KiB are copied into the "
-                                    "request), above the limit of ",
-                                    config::MaxRequestBytes(),
-                                    " bytes for one request; pass fewer or larger objects"),
-                       fn));
-    return false;
+    Fail(t, MakeError(proto::INVALID_USAGE,
+                      absl::StrCat("the arguments of ", fn, " take ", bytes,
+                                   " bytes inline (objects under 100 KiB are copied into the "
+                                   "request), above the limit of ",
+                                   config::MaxRequestBytes(),
+                                   " bytes for one request; pass fewer or larger objects"),
+                      fn));
+    return;
   }
-  // Inline values are copied into the task now; in-store arguments stay referenced until
-  // the task completes, so the worker can still read them.
-  std::vector<ObjectId> kept;
-  for (const auto& id : t->arg_refs) {
-    ObjectEntry* e = objects_.Find(id);
-    if (e != nullptr && e->in_store) {
-      kept.push_back(id);
-    } else {
-      objects_.RemoveTaskArgRef(id);
-    }
-  }
-  t->arg_refs = std::move(kept);
-  t->ref_args.clear();
-  t->ref_arg_is_list.clear();
-  return true;
+  Enqueue(t);
 }
 
 void TaskSubmitter::Enqueue(TaskEntry* t) {
   if (shut_down_) return;
-  t->cls->queue.push_back(t);
+  t->cls->queue.push_back(t->task_id);
   Dispatch(t->cls);
 }
 
@@ -185,9 +140,9 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
     }
     if (!best) break;
     if (best->in_flight > 0 && cls->queue.size() <= max_requests) break;
-    TaskEntry* t = cls->queue.front();
+    TaskEntry* t = FindTask(cls->queue.front());
     cls->queue.pop_front();
-    PushTask(best, t);
+    if (t != nullptr) PushTask(best, t);
   }
   if (!cls->queue.empty()) {
     std::size_t wanted =
@@ -222,15 +177,17 @@ void TaskSubmitter::PushTask(const std::shared_ptr<LeaseState>& lease, TaskEntry
   for (int g : lease->gpu_ids) gpus->Add(g);
   t->request.set_node_has_gpus(node_has_gpus_);
   lease->conn->Call(proto::PUSH_TASK, t->request,
-                    [this, t, lease](const absl::StatusOr<std::string_view>& reply) {
-                      OnPushReply(t, lease, reply);
+                    [this, id = t->task_id, lease](const absl::StatusOr<std::string_view>& reply) {
+                      OnPushReply(id, lease, reply);
                     });
 }
 
-void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>& lease,
+void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseState>& lease,
                                 const absl::StatusOr<std::string_view>& reply) {
-  absl::MutexLock lock(&mu_);
-  if (shut_down_ || tasks_.count(t) == 0) return;
+  raio::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  TaskEntry* t = FindTask(id);
+  if (t == nullptr) return;
   --lease->in_flight;
   SchedulingClass* cls = t->cls;
   if (!reply.ok()) {
@@ -246,10 +203,9 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
   }
   if (t->cancelled) {
     t->pushed_to.reset();
-    Complete(t, {}, false,
-             MakeError(proto::TASK_CANCELLED,
-                       absl::StrCat(t->request.spec().function_name(), " was cancelled"),
-                       t->request.spec().function_name(), node_id_hex_));
+    Fail(t, MakeError(proto::TASK_CANCELLED,
+                      absl::StrCat(t->request.spec().function_name(), " was cancelled"),
+                      t->request.spec().function_name(), node_id_hex_));
     Dispatch(cls);
     return;
   }
@@ -264,7 +220,7 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
       Dispatch(cls);
       return;
     }
-    lease->awaiting_cause.emplace_back(t->return_id, std::string(reply.status().message()));
+    lease->awaiting_cause.emplace_back(t->task_id, std::string(reply.status().message()));
     if (!lease->cause_requested) {
       lease->cause_requested = true;
       proto::GetWorkerFailureCauseRequest req;
@@ -280,22 +236,22 @@ void TaskSubmitter::OnPushReply(TaskEntry* t, const std::shared_ptr<LeaseState>&
   t->pushed_to.reset();
   proto::PushTaskReply r;
   if (!r.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
-    Complete(t, {}, false,
-             MakeError(proto::SERIALIZATION, "malformed reply from worker",
-                       t->request.spec().function_name(), node_id_hex_));
+    Fail(t, MakeError(proto::SERIALIZATION, "malformed reply from worker",
+                      t->request.spec().function_name(), node_id_hex_));
   } else {
     double us = static_cast<double>(r.exec_duration_us());
     cls->mean_exec_us = cls->mean_exec_us < 0 ? us : 0.8 * cls->mean_exec_us + 0.2 * us;
     ObjectId return_id = t->return_id;
+    int num_returns = t->num_returns;
     ReleaseTask(t);
-    FinishFromReply(return_id, r);
+    FinishFromReply(return_id, r, num_returns);
   }
   Dispatch(cls);
 }
 
 void TaskSubmitter::OnFailureCause(const std::shared_ptr<LeaseState>& lease,
                                    const absl::StatusOr<std::string_view>& reply) {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   if (shut_down_) return;
   proto::WorkerFailureCause cause;
   if (!reply.ok() || !cause.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
@@ -305,9 +261,8 @@ void TaskSubmitter::OnFailureCause(const std::shared_ptr<LeaseState>& lease,
   lease->failure_cause = cause;
   std::vector<std::pair<TaskEntry*, std::string>> failed;
   for (auto& [id, why] : std::exchange(lease->awaiting_cause, {})) {
-    auto it = by_return_.find(id);
-    if (it == by_return_.end()) continue;  // completed meanwhile (FailAll)
-    TaskEntry* t = it->second;
+    TaskEntry* t = FindTask(id);
+    if (t == nullptr) continue;  // completed meanwhile (FailAll)
     if (t->pushed_to != lease) continue;
     failed.emplace_back(t, std::move(why));
   }
@@ -341,103 +296,136 @@ void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& c
   const std::string& fn = t->request.spec().function_name();
   const bool oom = cause.kind() == proto::WorkerFailureCause::OUT_OF_MEMORY;
   if (t->cancelled) {
-    Complete(
-        t, {}, false,
-        MakeError(proto::TASK_CANCELLED, absl::StrCat(fn, " was cancelled"), fn, node_id_hex_));
+    Fail(t, MakeError(proto::TASK_CANCELLED, absl::StrCat(fn, " was cancelled"), fn, node_id_hex_));
     return;
   }
   // The attempt number rises either way: registrations made on the caller's behalf by a
   // dead attempt must not count for the next (see ObjectTable::AddBorrowerOnBehalf).
   if (!was_running) {
-    t->request.mutable_spec()->set_attempt(t->request.spec().attempt() + 1);
+    t->request.set_attempt(t->request.attempt() + 1);
     RAIO_LOG_DEBUG("worker {} died with {} queued on it; re-queued", worker.Hex(), fn);
-    t->cls->queue.push_front(t);
+    t->cls->queue.push_front(t->task_id);
     return;
   }
   ++t->crashes;
   if (t->retries_left != 0) {  // negative: unlimited
     if (t->retries_left > 0) --t->retries_left;
-    t->request.mutable_spec()->set_attempt(t->request.spec().attempt() + 1);
+    t->request.set_attempt(t->request.attempt() + 1);
     if (oom) {
       RAIO_LOG_WARN("{} ran out of memory: {}; retrying (attempt {})", fn, cause.message(),
-                    t->request.spec().attempt());
+                    t->request.attempt());
     } else {
       RAIO_LOG_INFO("worker {} died running {}; retrying (attempt {})", worker.Hex(), fn,
-                    t->request.spec().attempt());
+                    t->request.attempt());
     }
-    t->cls->queue.push_front(t);
+    t->cls->queue.push_front(t->task_id);
     return;
   }
   const int attempts = t->crashes;
   if (oom) {
-    Complete(t, {}, false,
-             MakeError(proto::OUT_OF_MEMORY,
-                       absl::StrCat(fn, " ran out of memory: ", cause.message(), "; ", attempts,
-                                    attempts == 1 ? " attempt was" : " attempts were",
-                                    " made and its retries ran out"),
-                       fn, node_id_hex_));
+    Fail(t, MakeError(proto::OUT_OF_MEMORY,
+                      absl::StrCat(fn, " ran out of memory: ", cause.message(), "; ", attempts,
+                                   attempts == 1 ? " attempt was" : " attempts were",
+                                   " made and its retries ran out"),
+                      fn, node_id_hex_));
   } else {
-    Complete(
-        t, {}, false,
-        MakeError(
-            proto::WORKER_CRASHED,
-            absl::StrCat("the worker process running ", fn, " died (",
-                         cause.kind() == proto::WorkerFailureCause::CRASHED ? cause.message() : why,
-                         ") and its ", attempts - 1, " retries ran out"),
-            fn, node_id_hex_));
+    Fail(t,
+         MakeError(proto::WORKER_CRASHED,
+                   absl::StrCat(
+                       "the worker process running ", fn, " died (",
+                       cause.kind() == proto::WorkerFailureCause::CRASHED ? cause.message() : why,
+                       ") and its ", attempts - 1, " retries ran out"),
+                   fn, node_id_hex_));
   }
 }
 
 void TaskSubmitter::ReleaseTask(TaskEntry* t) {
   for (const auto& ref : t->arg_refs) objects_.RemoveTaskArgRef(ref);
   for (const auto& ref : t->held_refs) objects_.RemoveTaskArgRef(ref);
-  by_return_.erase(t->return_id);
-  tasks_.erase(t);  // frees t
+  tasks_.erase(t->task_id);  // frees t
 }
 
-void TaskSubmitter::FinishFromReply(const ObjectId& id, proto::PushTaskReply& r) {
+void TaskSubmitter::FinishFromReply(const ObjectId& id, proto::PushTaskReply& r, int num_returns) {
   // ObjectRefs inside the result: the worker registered us as their borrower (with our own
   // owner service for objects we own; those references now belong to the result).
-  if (r.contained_size() > 0) objects_.SettleOnBehalf(id, self_, /*delivered=*/true);
-  std::vector<ObjectId> contained;
-  for (const auto& info : r.contained()) {
-    ObjectId cid = ObjectId::FromBinary(info.object_id());
-    WorkerId owner = WorkerId::FromBinary(info.owner_worker_id());
-    if (owner != self_) {
-      objects_.AddBorrowed(cid, owner, info.owner_address());
-      if (ObjectEntry* e = objects_.Find(cid)) ++e->owner_registrations;
-    }  // else our owner service already counted the reference
-    contained.push_back(cid);
+  bool any_contained = r.contained_size() > 0;
+  for (const auto& ret : r.returns()) any_contained = any_contained || ret.contained_size() > 0;
+  if (!r.has_error() && num_returns > 1 && r.returns_size() != num_returns) {
+    // Only a worker built from other sources than its caller can send this.
+    if (any_contained) objects_.SettleOnBehalf(id, self_, /*delivered=*/false);
+    FailReturns(
+        id, num_returns,
+        MakeError(proto::SERIALIZATION, absl::StrCat("the worker returned ", r.returns_size(),
+                                                     " values; the caller expects ", num_returns)));
+    return;
   }
+  if (any_contained) objects_.SettleOnBehalf(id, self_, /*delivered=*/true);
+  auto take_contained = [&](const google::protobuf::RepeatedPtrField<proto::ObjectRefInfo>& refs) {
+    std::vector<ObjectId> contained;
+    for (const auto& info : refs) {
+      ObjectId cid = ObjectId::FromBinary(info.object_id());
+      WorkerId owner = WorkerId::FromBinary(info.owner_worker_id());
+      if (owner != self_) {
+        objects_.AddBorrowed(cid, owner, info.owner_address());
+        if (ObjectEntry* e = objects_.Find(cid)) ++e->owner_registrations;
+      }  // else our owner service already counted the reference
+      contained.push_back(cid);
+    }
+    return contained;
+  };
   if (r.has_error()) {
-    FinishObject(id, {}, false, std::make_shared<proto::ErrorInfo>(std::move(*r.mutable_error())));
-  } else if (r.in_store()) {
-    FinishObject(id, {}, true, nullptr);
-  } else {
-    auto bytes = std::make_shared<const std::string>(std::move(*r.mutable_return_value()));
-    FinishObject(id,
-                 internal::ValueView{static_cast<internal::ValueFormat>(r.format()),
-                                     static_cast<internal::DType>(r.dtype()), *bytes, bytes},
-                 false, nullptr);
+    auto error = std::make_shared<proto::ErrorInfo>(std::move(*r.mutable_error()));
+    FailReturns(id, num_returns, std::move(error));
+    return;
   }
-  if (!contained.empty()) objects_.SetContained(id, std::move(contained));
+  // Finishes one return object from its reply fields.
+  auto finish = [&](const ObjectId& oid, bool in_store, uint32_t format, uint32_t dtype,
+                    std::string* value, std::vector<ObjectId> contained) {
+    if (in_store) {
+      FinishObject(oid, {}, true, nullptr);
+    } else {
+      auto bytes = std::make_shared<const std::string>(std::move(*value));
+      FinishObject(oid,
+                   internal::ValueView{static_cast<internal::ValueFormat>(format),
+                                       static_cast<internal::DType>(dtype), *bytes, bytes},
+                   false, nullptr);
+    }
+    if (!contained.empty()) objects_.SetContained(oid, std::move(contained));
+  };
+  if (num_returns <= 1) {
+    finish(id, r.in_store(), r.format(), r.dtype(), r.mutable_return_value(),
+           take_contained(r.contained()));
+    return;
+  }
+  for (int i = 0; i < num_returns; ++i) {
+    proto::ReturnObject* ret = r.mutable_returns(i);
+    finish(internal::NthReturnId(id, static_cast<uint32_t>(i)), ret->in_store(), ret->format(),
+           ret->dtype(), ret->mutable_value(), take_contained(ret->contained()));
+  }
 }
 
-void TaskSubmitter::Complete(TaskEntry* t, internal::ValueView value, bool in_store,
-                             std::shared_ptr<const proto::ErrorInfo> error) {
+void TaskSubmitter::Fail(TaskEntry* t, std::shared_ptr<const proto::ErrorInfo> error) {
   ObjectId id = t->return_id;
+  int n = t->num_returns;
   ReleaseTask(t);
-  FinishObject(id, std::move(value), in_store, std::move(error));
+  FailReturns(id, n, std::move(error));
+}
+
+void TaskSubmitter::FailReturns(const ObjectId& first, int num_returns,
+                                std::shared_ptr<const proto::ErrorInfo> error) {
+  for (int i = 0; i < num_returns; ++i) {
+    FinishObject(internal::NthReturnId(first, static_cast<uint32_t>(i)), {}, false, error);
+  }
 }
 
 void TaskSubmitter::FinishObject(const ObjectId& id, internal::ValueView value, bool in_store,
                                  std::shared_ptr<const proto::ErrorInfo> error) {
-  std::vector<TaskEntry*> dependents = error      ? objects_.SetError(id, std::move(error))
-                                       : in_store ? objects_.SetInStore(id)
-                                                  : objects_.SetValue(id, std::move(value));
+  std::vector<TaskId> dependents = error      ? objects_.SetError(id, std::move(error))
+                                   : in_store ? objects_.SetInStore(id)
+                                              : objects_.SetValue(id, std::move(value));
   completions_.fetch_add(1, std::memory_order_release);
   ready_cv_.SignalAll();
-  if (!dependents.empty()) OnDependenciesReady(std::move(dependents));
+  if (!dependents.empty()) resolver_.OnObjectsReady(dependents);
 }
 
 void TaskSubmitter::RequestLease(SchedulingClass* cls) {
@@ -447,8 +435,11 @@ void TaskSubmitter::RequestLease(SchedulingClass* cls) {
   req.set_lease_id(id.Binary());
   cls->demand.ToProto(req.mutable_demand());
   req.set_backlog(static_cast<uint32_t>(cls->queue.size()));
-  if (!cls->queue.empty())
-    req.set_function_name(cls->queue.front()->request.spec().function_name());
+  if (!cls->queue.empty()) {
+    if (const TaskEntry* front = FindTask(cls->queue.front())) {
+      req.set_function_name(front->request.spec().function_name());
+    }
+  }
   node_->Call(proto::REQUEST_WORKER_LEASE, req,
               [this, cls, id](const absl::StatusOr<std::string_view>& reply) {
                 OnLeaseReply(cls, id, reply);
@@ -457,7 +448,7 @@ void TaskSubmitter::RequestLease(SchedulingClass* cls) {
 
 void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
                                  const absl::StatusOr<std::string_view>& reply) {
-  absl::MutexLock lock(&mu_);
+  raio::MutexLock lock(&mu_);
   if (shut_down_) return;
   cls->pending_requests.erase(id);
   cls->cancelling.erase(id);
@@ -524,7 +515,7 @@ void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<Lea
   lease->idle_timer->expires_after(config::kLeaseIdleTimeout);
   lease->idle_timer->async_wait([this, cls, lease](const boost::system::error_code& ec) {
     if (ec) return;
-    absl::MutexLock lock(&mu_);
+    raio::MutexLock lock(&mu_);
     if (shut_down_) return;
     lease->timer_armed = false;
     if (lease->dead || lease->in_flight > 0 || !cls->queue.empty()) return;
@@ -566,26 +557,29 @@ void TaskSubmitter::ReturnLease(SchedulingClass* cls, const std::shared_ptr<Leas
 
 void TaskSubmitter::FailQueued(SchedulingClass* cls, proto::ErrorType type,
                                const std::string& message) {
-  std::deque<TaskEntry*> queue;
+  std::deque<TaskId> queue;
   queue.swap(cls->queue);
-  for (TaskEntry* t : queue) {
+  for (const TaskId& id : queue) {
+    TaskEntry* t = FindTask(id);
+    if (t == nullptr) continue;
     std::string fn = t->request.spec().function_name();
-    Complete(t, {}, false, MakeError(type, message, fn, node_id_hex_));
+    Fail(t, MakeError(type, message, fn, node_id_hex_));
   }
 }
 
 void TaskSubmitter::Cancel(const ObjectId& id, bool force) {
-  auto it = by_return_.find(id);
-  if (it == by_return_.end()) return;  // finished, a Put, or not a task of ours
-  TaskEntry* t = it->second;
+  TaskEntry* t = FindTask(TaskIdOf(id));
+  if (t == nullptr) return;  // finished, a Put, or not a task of ours
   const std::string fn = t->request.spec().function_name();
   auto error =
       MakeError(proto::TASK_CANCELLED, absl::StrCat(fn, " was cancelled"), fn, node_id_hex_);
   if (!t->pushed_to) {
-    // Queued or waiting for its arguments: drop it now.
+    // Queued or waiting for its arguments: drop it now (the resolver forgets it, and
+    // the objects it waited for find no task under its id when they become ready).
+    if (t->resolving) resolver_.Cancel(t->task_id);
     auto& queue = t->cls->queue;
-    queue.erase(std::remove(queue.begin(), queue.end(), t), queue.end());
-    Complete(t, {}, false, error);
+    queue.erase(std::remove(queue.begin(), queue.end(), t->task_id), queue.end());
+    Fail(t, error);
     return;
   }
   t->cancelled = true;  // its reply (or its worker's death) completes it as cancelled
@@ -601,8 +595,8 @@ void TaskSubmitter::Cancel(const ObjectId& id, bool force) {
 }
 
 std::string TaskSubmitter::DescribePending(const ObjectId& id) const {
-  auto it = by_return_.find(id);
-  if (it == by_return_.end()) return "";
+  auto it = tasks_.find(TaskIdOf(id));
+  if (it == tasks_.end()) return "";
   const TaskEntry& t = *it->second;
   const std::string& fn = t.request.spec().function_name();
   if (t.pushed_to) {
@@ -611,9 +605,9 @@ std::string TaskSubmitter::DescribePending(const ObjectId& id) const {
                         " in order): it runs, waits its turn there, or waits for its "
                         "arguments to fit in the object store; it keeps going");
   }
-  if (t.unresolved > 0) {
-    return absl::StrCat(fn, " is waiting for ", t.unresolved,
-                        t.unresolved == 1 ? " ObjectRef argument" : " ObjectRef arguments",
+  if (int unresolved = t.resolving ? resolver_.NumUnresolved(t.task_id) : 0; unresolved > 0) {
+    return absl::StrCat(fn, " is waiting for ", unresolved,
+                        unresolved == 1 ? " ObjectRef argument" : " ObjectRef arguments",
                         " to be ready; it keeps waiting");
   }
   return absl::StrCat(fn, " has not started: it is waiting for resources (it demands ",
@@ -624,12 +618,14 @@ std::string TaskSubmitter::DescribePending(const ObjectId& id) const {
 
 void TaskSubmitter::FailAll(const std::string& why) {
   for (auto& [key, cls] : classes_) FailQueued(cls.get(), proto::NODE_DIED, why);
-  std::vector<TaskEntry*> rest;
-  for (auto& [raw, t] : tasks_) rest.push_back(raw);
-  for (TaskEntry* t : rest) {
-    if (tasks_.count(t) == 0) continue;
+  std::vector<TaskId> rest;
+  for (auto& [id, t] : tasks_) rest.push_back(id);
+  for (const TaskId& id : rest) {
+    TaskEntry* t = FindTask(id);
+    if (t == nullptr) continue;
+    if (t->resolving) resolver_.Cancel(id);
     std::string fn = t->request.spec().function_name();
-    Complete(t, {}, false, MakeError(proto::NODE_DIED, why, fn, node_id_hex_));
+    Fail(t, MakeError(proto::NODE_DIED, why, fn, node_id_hex_));
   }
 }
 

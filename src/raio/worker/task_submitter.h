@@ -20,13 +20,14 @@
 #include <string>
 #include <unordered_map>
 
-#include "absl/synchronization/mutex.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/ids.h"
+#include "raio/common/mutex.h"
 #include "raio/common/resources.h"
 #include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
 #include "raio/task.pb.h"
+#include "raio/worker/dependency_resolver.h"
 #include "raio/worker/object_table.h"
 
 namespace raio::worker {
@@ -35,14 +36,17 @@ struct LeaseState;
 struct SchedulingClass;
 
 struct TaskEntry {
-  proto::PushTaskRequest request;  // spec with resolved args; gpu ids set per push
-  ObjectId return_id;
+  TaskId task_id;
+  // The spec does not change once the task is queued (its ObjectRef arguments are filled
+  // in before); attempt and gpu ids are set per push.
+  proto::PushTaskRequest request;
+  ObjectId return_id;  // the first of its num_returns return objects
+  int num_returns = 1;
+  // Its scheduling class; classes live as long as the submitter.
   SchedulingClass* cls = nullptr;
   int retries_left = 0;
-  int unresolved = 0;              // ObjectRef args not yet ready
-  std::vector<ObjectId> arg_refs;  // held as task-arg references (in-store ones until done)
-  std::vector<std::pair<int, std::vector<ObjectId>>> ref_args;  // arg index -> ids
-  std::vector<bool> ref_arg_is_list;
+  bool resolving = false;                 // its ObjectRef arguments are not all ready
+  std::vector<ObjectId> arg_refs;         // in-store arguments, referenced until done
   std::vector<ObjectId> held_refs;        // refs inside by-value args, held until done
   bool cancelled = false;                 // raio::Cancel while pushed: the result is dropped
   std::shared_ptr<LeaseState> pushed_to;  // the lease it is in flight on
@@ -61,10 +65,10 @@ struct LeaseState {
   std::chrono::steady_clock::time_point idle_since;
   std::unique_ptr<boost::asio::steady_timer> idle_timer;
   // After the connection broke: whether the node was asked why, its answer (UNKNOWN when
-  // it did not answer in time), and the tasks (return id, connection error) waiting for it.
+  // it did not answer in time), and the tasks (id, connection error) waiting for it.
   bool cause_requested = false;
   std::optional<proto::WorkerFailureCause> failure_cause;
-  std::vector<std::pair<ObjectId, std::string>> awaiting_cause;
+  std::vector<std::pair<TaskId, std::string>> awaiting_cause;
   uint64_t next_push_seq = 0;
   // Whether the task that was running when the worker died has been found (and charged a
   // retry), or the owner ended the worker itself (Cancel with force). The others in flight
@@ -75,7 +79,7 @@ struct LeaseState {
 
 struct SchedulingClass {
   ResourceSet demand;
-  std::deque<TaskEntry*> queue;
+  std::deque<TaskId> queue;  // ready to run, in submission order
   std::map<LeaseId, std::shared_ptr<LeaseState>> leases;
   std::set<LeaseId> pending_requests;
   std::set<LeaseId> cancelling;
@@ -87,22 +91,26 @@ struct SchedulingClass {
 
 class TaskSubmitter {
  public:
-  TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv, std::atomic<uint64_t>& completions,
-                ObjectTable& objects, EventLoop& loop, std::shared_ptr<rpc::Connection> node,
-                std::string node_id_hex, bool node_has_gpus, WorkerId self);
+  TaskSubmitter(raio::Mutex& mu, raio::CondVar& ready_cv, std::atomic<uint64_t>& completions,
+                ObjectTable& objects, DependencyResolver& resolver, EventLoop& loop,
+                std::shared_ptr<rpc::Connection> node, std::string node_id_hex, bool node_has_gpus,
+                WorkerId self);
   ~TaskSubmitter();
 
-  // Takes ownership of a task whose return object already exists in the table.
-  void Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& demand)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes ownership of a task whose return object already exists in the table; its
+  // `ref_args` are resolved first (their TaskArg slots are filled then).
+  void Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& demand,
+              std::vector<RefArg> ref_args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What the task returning `id` is waiting for, for a Get that timed out ("" when `id`
   // is not a task of this submitter's).
   std::string DescribePending(const ObjectId& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Called when `objects` became ready: resolves waiting tasks.
-  void OnDependenciesReady(std::vector<TaskEntry*> tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Completes object `id` from a worker's reply (value, store or error, and the refs it
-  // contains). Also used for actor calls.
-  void FinishFromReply(const ObjectId& id, proto::PushTaskReply& reply)
+  // Completes the `num_returns` return objects starting at `id` from a worker's reply
+  // (values, store or error, and the refs they contain). Also used for actor calls.
+  void FinishFromReply(const ObjectId& id, proto::PushTaskReply& reply, int num_returns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the `num_returns` return objects starting at `first` with `error`.
+  void FailReturns(const ObjectId& first, int num_returns,
+                   std::shared_ptr<const proto::ErrorInfo> error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Completes object `id`: stores the result, wakes waiters, resolves dependent tasks.
   void FinishObject(const ObjectId& id, internal::ValueView value, bool in_store,
@@ -120,7 +128,9 @@ class TaskSubmitter {
   const WorkerId& self() const { return self_; }
 
  private:
-  bool TryResolve(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The resolver filled (or failed) the ObjectRef arguments of task `id`.
+  void OnResolved(const TaskId& id, ResolvedArgs resolved) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TaskEntry* FindTask(const TaskId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushTask(const std::shared_ptr<LeaseState>& lease, TaskEntry* task)
@@ -128,7 +138,7 @@ class TaskSubmitter {
   void RequestLease(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
                     const absl::StatusOr<std::string_view>& reply);
-  void OnPushReply(TaskEntry* task, const std::shared_ptr<LeaseState>& lease,
+  void OnPushReply(const TaskId& id, const std::shared_ptr<LeaseState>& lease,
                    const absl::StatusOr<std::string_view>& reply);
   // The node's answer to GET_WORKER_FAILURE_CAUSE for a lease's dead worker.
   void OnFailureCause(const std::shared_ptr<LeaseState>& lease,
@@ -151,27 +161,31 @@ class TaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the task's argument references and frees the entry.
   void ReleaseTask(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stores the task's result or error, wakes waiters, resolves dependents, frees the entry.
-  void Complete(TaskEntry* task, internal::ValueView value, bool in_store,
-                std::shared_ptr<const proto::ErrorInfo> error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails every return object of the task with `error`, wakes waiters, resolves
+  // dependents, frees the entry.
+  void Fail(TaskEntry* task, std::shared_ptr<const proto::ErrorInfo> error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailQueued(SchedulingClass* cls, proto::ErrorType type, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<rpc::Connection>> WorkerConnection(const WorkerId& worker,
                                                                     const std::string& path)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex& mu_;
-  absl::CondVar& ready_cv_;
+  raio::Mutex& mu_;
+  raio::CondVar& ready_cv_;
   std::atomic<uint64_t>& completions_;  // bumped on every completion; Get spins on it
   ObjectTable& objects_;
+  DependencyResolver& resolver_;
   EventLoop& loop_;
   std::shared_ptr<rpc::Connection> node_;
   const std::string node_id_hex_;
   const bool node_has_gpus_;
   const WorkerId self_;
   std::map<std::string, std::unique_ptr<SchedulingClass>> classes_ ABSL_GUARDED_BY(mu_);
-  std::map<TaskEntry*, std::unique_ptr<TaskEntry>> tasks_ ABSL_GUARDED_BY(mu_);
-  std::unordered_map<ObjectId, TaskEntry*, ObjectId::Hasher> by_return_ ABSL_GUARDED_BY(mu_);
+  // Every task not yet completed, by id (queues, leases and the resolver refer to tasks
+  // by id; an id missing here is a task that completed).
+  std::unordered_map<TaskId, std::unique_ptr<TaskEntry>, TaskId::Hasher> tasks_
+      ABSL_GUARDED_BY(mu_);
   std::map<WorkerId, std::shared_ptr<rpc::Connection>> worker_conns_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace raio::worker {
 
 void AppendMsgpackArrayHeader(std::string* out, uint32_t n) {
@@ -84,6 +86,33 @@ absl::Status AppendAsMsgpack(const internal::ValueView& value, std::string* out)
       return absl::OkStatus();
   }
   return absl::InvalidArgumentError("value of an unknown format");
+}
+
+absl::StatusOr<std::vector<internal::ValueView>> UnpackReturns(std::string_view packed) {
+  std::vector<internal::ValueView> parts;
+  std::size_t pos = 0;
+  while (pos < packed.size()) {
+    if (packed.size() - pos < 10) {
+      return absl::InvalidArgumentError("truncated header of a return value");
+    }
+    auto format = static_cast<uint8_t>(packed[pos]);
+    auto dtype = static_cast<uint8_t>(packed[pos + 1]);
+    uint64_t n = 0;
+    std::memcpy(&n, packed.data() + pos + 2, sizeof(n));
+    pos += 10;
+    if (format > static_cast<uint8_t>(internal::ValueFormat::kArray)) {
+      return absl::InvalidArgumentError(absl::StrCat("return value of unknown format ", format));
+    }
+    if (n > packed.size() - pos) {
+      return absl::InvalidArgumentError(absl::StrCat("return value of ", n, " bytes overruns the ",
+                                                     packed.size(), " bytes packed"));
+    }
+    parts.push_back(internal::ValueView{static_cast<internal::ValueFormat>(format),
+                                        static_cast<internal::DType>(dtype), packed.substr(pos, n),
+                                        nullptr});
+    pos += n;
+  }
+  return parts;
 }
 
 }  // namespace raio::worker

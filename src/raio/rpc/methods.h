@@ -1,0 +1,105 @@
+// The table of raio's RPC methods, declared once: for each method, its request and reply
+// types, whether it is one-way, whether a retry after a lost reply is safe (idempotent),
+// and the deadline a caller uses unless it says otherwise (nullopt: as long as the
+// connection lives, for methods that wait by design: a lease, a task, an object).
+// Services dispatch by this table (rpc::Service), clients call through it (rpc::Call),
+// so a method's types cannot disagree between the two sides.
+// Thread-safety: constant data.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "raio/actor.pb.h"
+#include "raio/common/config.h"
+#include "raio/head.pb.h"
+#include "raio/node.pb.h"
+#include "raio/owner.pb.h"
+#include "raio/rpc.pb.h"
+#include "raio/task.pb.h"
+
+namespace raio::rpc {
+
+enum class CallKind : uint8_t { kUnary, kOneWay };
+
+struct MethodInfo {
+  proto::Method method = proto::METHOD_UNSPECIFIED;
+  std::string_view name;
+  CallKind kind = CallKind::kUnary;
+  bool idempotent = false;
+  std::optional<std::chrono::milliseconds> deadline;
+};
+
+namespace internal {
+inline constexpr std::optional<std::chrono::milliseconds> kControl = config::kControlRpcTimeout;
+inline constexpr std::optional<std::chrono::milliseconds> kWaits = std::nullopt;
+}  // namespace internal
+
+// X(method, request type, reply type, kind, idempotent, deadline)
+#define RAIO_RPC_METHODS(X)                                                                     \
+  /* head */                                                                                    \
+  X(REGISTER_NODE, RegisterNodeRequest, Empty, kUnary, false, kControl)                         \
+  X(REGISTER_JOB, RegisterJobRequest, RegisterJobReply, kUnary, false, kControl)                \
+  X(GET_CLUSTER_STATUS, Empty, ClusterStatus, kUnary, true, kControl)                           \
+  X(LIST_CLUSTER_OBJECTS, Empty, ObjectList, kUnary, true, kControl)                            \
+  X(LIST_CLUSTER_ACTORS, Empty, ActorList, kUnary, true, kControl)                              \
+  X(SHUTDOWN_CLUSTER, ShutdownClusterRequest, Empty, kUnary, true, kControl)                    \
+  /* node */                                                                                    \
+  X(REGISTER_DRIVER, RegisterDriverRequest, RegisterDriverReply, kUnary, false, kControl)       \
+  X(REGISTER_WORKER, RegisterWorkerRequest, RegisterWorkerReply, kUnary, false, kControl)       \
+  X(REQUEST_WORKER_LEASE, RequestWorkerLeaseRequest, RequestWorkerLeaseReply, kUnary, false,    \
+    kWaits)                                                                                     \
+  X(RETURN_WORKER_LEASE, LeaseIdRequest, Empty, kUnary, true, kControl)                         \
+  X(CANCEL_WORKER_LEASE, LeaseIdRequest, Empty, kUnary, true, kControl)                         \
+  X(KILL_LEASED_WORKER, LeaseIdRequest, Empty, kUnary, true, kControl)                          \
+  X(NOTIFY_BLOCKED, NotifyBlockedRequest, Empty, kOneWay, false, kControl)                      \
+  X(NOTIFY_UNBLOCKED, NotifyBlockedRequest, Empty, kOneWay, false, kControl)                    \
+  X(GET_NODE_STATS, Empty, NodeStats, kUnary, true, kControl)                                   \
+  X(GET_WORKER_FAILURE_CAUSE, GetWorkerFailureCauseRequest, WorkerFailureCause, kUnary, true,   \
+    kControl)                                                                                   \
+  /* object store (node) */                                                                     \
+  X(CREATE_OBJECT, CreateObjectRequest, ObjectLocationReply, kUnary, false, kWaits)             \
+  X(SEAL_OBJECT, ObjectIdRequest, Empty, kUnary, false, kControl)                               \
+  X(PIN_OBJECT, ObjectIdRequest, ObjectLocationReply, kUnary, false, kControl)                  \
+  X(PIN_OBJECTS, PinObjectsRequest, PinObjectsReply, kUnary, false, kWaits)                     \
+  X(UNPIN_OBJECT, ObjectIdRequest, Empty, kOneWay, false, kControl)                             \
+  X(DELETE_OBJECT, ObjectIdRequest, Empty, kOneWay, true, kControl)                             \
+  X(LIST_OBJECTS, Empty, ObjectList, kUnary, true, kControl)                                    \
+  /* owner service (every driver and worker) */                                                 \
+  X(ADD_BORROWER, BorrowerRequest, Empty, kUnary, false, kControl)                              \
+  X(REMOVE_BORROWER, BorrowerRequest, Empty, kOneWay, false, kControl)                          \
+  X(GET_OBJECT, GetObjectRequest, GetObjectReply, kUnary, true, kWaits)                         \
+  /* actors (node) */                                                                           \
+  X(CREATE_ACTOR, CreateActorRequest, ActorInfo, kUnary, false, kControl)                       \
+  X(WAIT_ACTOR, WaitActorRequest, ActorInfo, kUnary, true, kWaits)                              \
+  X(GET_NAMED_ACTOR, GetNamedActorRequest, ActorInfo, kUnary, true, kControl)                   \
+  X(KILL_ACTOR, KillActorRequest, Empty, kUnary, true, kControl)                                \
+  X(LIST_ACTORS, Empty, ActorList, kUnary, true, kControl)                                      \
+  X(CREATE_ACTOR_INSTANCE, CreateActorInstanceRequest, CreateActorInstanceReply, kUnary, false, \
+    kWaits)                                                                                     \
+  /* workers */                                                                                 \
+  X(PUSH_TASK, PushTaskRequest, PushTaskReply, kUnary, false, kWaits)                           \
+  X(PUSH_ACTOR_TASK, PushActorTaskRequest, PushTaskReply, kUnary, false, kWaits)                \
+  X(EXIT_WORKER, Empty, Empty, kOneWay, true, kControl)
+
+// MethodTraits<M>: Request, Reply and kInfo of method M.
+template <proto::Method M>
+struct MethodTraits;
+
+#define RAIO_RPC_DECLARE_TRAITS(method, request, reply, kind, idempotent, deadline)       \
+  template <>                                                                             \
+  struct MethodTraits<proto::method> {                                                    \
+    using Request = proto::request;                                                       \
+    using Reply = proto::reply;                                                           \
+    static constexpr MethodInfo kInfo{proto::method, #method, CallKind::kind, idempotent, \
+                                      internal::deadline};                                \
+  };
+RAIO_RPC_METHODS(RAIO_RPC_DECLARE_TRAITS)
+#undef RAIO_RPC_DECLARE_TRAITS
+
+// The table entry of method number `method`; nullptr when raio has no such method.
+const MethodInfo* FindMethod(uint32_t method);
+
+}  // namespace raio::rpc

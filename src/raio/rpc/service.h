@@ -1,0 +1,169 @@
+// Typed RPC over raio's framing, by the method table (rpc/methods.h).
+//
+// Server side: a Service maps method numbers to typed handlers. Dispatch parses the
+// body as the method's request type and calls the handler with a Responder for the
+// method's reply type; a malformed body is answered with InvalidArgument naming the
+// method (the handler never sees it), a method without a handler is left to the next
+// service (Dispatch returns false). Every call passes the service's one Authorizer, the
+// place for authentication and per-method policy (the head refuses a SHUTDOWN_CLUSTER
+// whose token is wrong there), and is counted per method (calls, refusals).
+//
+// Client side: Call<M>, CallSync<M> and Notify<M> send a method's request type and parse
+// its reply type, with the table's deadline unless the caller gives another.
+//
+// Threading: a Service is configured (Handle, SetAuthorizer) before its connections
+// start; Dispatch runs on the connections' loop thread. Counters are read there too.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "raio/rpc/connection.h"
+#include "raio/rpc/listener.h"
+#include "raio/rpc/methods.h"
+
+namespace raio::rpc {
+
+// Method numbers are below this (rpc.proto).
+inline constexpr uint32_t kMaxMethods = 64;
+
+// Answers one call of method M; Reply/Error are no-ops for a one-way frame.
+template <proto::Method M>
+class Responder {
+ public:
+  using Reply = typename MethodTraits<M>::Reply;
+  Responder(std::shared_ptr<Connection> conn, const FrameHeader& header)
+      : conn_(std::move(conn)), header_(header) {}
+  void Ok(const Reply& reply, bool flush_now = false) const {
+    if (header_.kind == FrameKind::kRequest) conn_->Reply(header_, reply, flush_now);
+  }
+  void Error(const absl::Status& status) const {
+    if (header_.kind == FrameKind::kRequest) conn_->ReplyError(header_, status);
+  }
+  const std::shared_ptr<Connection>& conn() const { return conn_; }
+  const FrameHeader& header() const { return header_; }
+
+ private:
+  std::shared_ptr<Connection> conn_;
+  FrameHeader header_;
+};
+
+class Service {
+ public:
+  // Decides whether `conn` may call `method` with `request` (OK) or not (the error is the
+  // reply). Default: everything is allowed.
+  using Authorizer = std::function<absl::Status(const MethodInfo& method, const Connection& conn,
+                                                const google::protobuf::MessageLite& request)>;
+  struct MethodStats {
+    uint64_t calls = 0;
+    uint64_t malformed = 0;
+    uint64_t refused = 0;
+  };
+
+  explicit Service(std::string name) : name_(std::move(name)) {}
+
+  // Registers `handler(Responder<M>, Request&)` (the request may be moved from).
+  template <proto::Method M, typename F>
+  void Handle(F handler) {
+    static_assert(static_cast<uint32_t>(M) < kMaxMethods);
+    table_[M] = [this, handler = std::move(handler)](const std::shared_ptr<Connection>& conn,
+                                                     const FrameHeader& h, std::string_view body) {
+      constexpr const MethodInfo& info = MethodTraits<M>::kInfo;
+      typename MethodTraits<M>::Request request;
+      if (!request.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+        ++stats_[M].malformed;
+        if (h.kind == FrameKind::kRequest) {
+          conn->ReplyError(
+              h, absl::InvalidArgumentError(absl::StrCat("malformed ", std::string(info.name),
+                                                         " request from ", conn->peer_name())));
+        }
+        return;
+      }
+      if (authorizer_) {
+        if (absl::Status s = authorizer_(info, *conn, request); !s.ok()) {
+          ++stats_[M].refused;
+          if (h.kind == FrameKind::kRequest) conn->ReplyError(h, s);
+          return;
+        }
+      }
+      ++stats_[M].calls;
+      handler(Responder<M>(conn, h), request);
+    };
+  }
+  void SetAuthorizer(Authorizer authorizer) { authorizer_ = std::move(authorizer); }
+
+  // Runs the handler of `h.method`; false when this service has none (the frame is then
+  // untouched: another service may take it). Replies to a frame of the wrong kind.
+  bool Dispatch(const std::shared_ptr<Connection>& conn, const FrameHeader& h,
+                std::string_view body) {
+    if (h.method >= kMaxMethods || !table_[h.method]) return false;
+    if (h.kind != FrameKind::kRequest && h.kind != FrameKind::kOneWay) return true;
+    table_[h.method](conn, h, body);
+    return true;
+  }
+  // Answers a frame that no service took: Unimplemented, naming the method if known.
+  void RejectUnknown(const std::shared_ptr<Connection>& conn, const FrameHeader& h) const;
+
+  const MethodStats& stats(proto::Method m) const { return stats_[m]; }
+  const std::string& name() const { return name_; }
+
+ private:
+  using Entry =
+      std::function<void(const std::shared_ptr<Connection>&, const FrameHeader&, std::string_view)>;
+  std::string name_;
+  std::array<Entry, kMaxMethods> table_;
+  std::array<MethodStats, kMaxMethods> stats_{};
+  Authorizer authorizer_;
+};
+
+// Sends a request of method M; `on_reply(absl::StatusOr<Reply>)` runs on the connection's
+// loop thread (a malformed reply is an Internal error naming the method).
+template <proto::Method M, typename F>
+void Call(Connection& conn, const typename MethodTraits<M>::Request& request, F on_reply,
+          std::optional<std::chrono::milliseconds> deadline = MethodTraits<M>::kInfo.deadline) {
+  static_assert(MethodTraits<M>::kInfo.kind == CallKind::kUnary, "use Notify for one-way");
+  conn.Call(
+      M, request,
+      [on_reply = std::move(on_reply)](const absl::StatusOr<std::string_view>& body) mutable {
+        using Reply = typename MethodTraits<M>::Reply;
+        if (!body.ok()) return on_reply(absl::StatusOr<Reply>(body.status()));
+        Reply reply;
+        if (!reply.ParseFromArray(body->data(), static_cast<int>(body->size()))) {
+          return on_reply(absl::StatusOr<Reply>(absl::InternalError(
+              absl::StrCat("malformed ", std::string(MethodTraits<M>::kInfo.name), " reply"))));
+        }
+        on_reply(absl::StatusOr<Reply>(std::move(reply)));
+      },
+      deadline);
+}
+
+// Sends a request of method M and blocks for the reply (never on the loop thread).
+template <proto::Method M>
+absl::StatusOr<typename MethodTraits<M>::Reply> CallSync(
+    Connection& conn, const typename MethodTraits<M>::Request& request,
+    std::optional<std::chrono::milliseconds> deadline = MethodTraits<M>::kInfo.deadline) {
+  auto body = CallSync(conn, M, request, deadline);
+  if (!body.ok()) return body.status();
+  typename MethodTraits<M>::Reply reply;
+  if (!reply.ParseFromString(*body)) {
+    return absl::InternalError(
+        absl::StrCat("malformed ", std::string(MethodTraits<M>::kInfo.name), " reply"));
+  }
+  return reply;
+}
+
+// Sends a one-way frame of method M.
+template <proto::Method M>
+void Notify(Connection& conn, const typename MethodTraits<M>::Request& request) {
+  conn.SendOneWay(M, request);
+}
+
+}  // namespace raio::rpc
