@@ -31,7 +31,7 @@ CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Co
                                  [this](const ObjectId& id, ObjectEntry& e)
                                      ABSL_NO_THREAD_SAFETY_ANALYSIS { OnObjectReady(id, e); }}),
       submitter_(mu_, ready_cv_, completions_, objects_, loop, node, options_.node_id_hex,
-                 options_.node_has_gpus, options_.worker_id),
+                 options_.worker_id),
       actor_submitter_(mu_, loop, node, submitter_, objects_) {}
 
 CoreWorker::~CoreWorker() { Shutdown(); }

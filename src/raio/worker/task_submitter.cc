@@ -28,7 +28,7 @@ std::shared_ptr<const proto::ErrorInfo> MakeError(proto::ErrorType type, std::st
 TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv,
                              std::atomic<uint64_t>& completions, ObjectTable& objects,
                              EventLoop& loop, std::shared_ptr<rpc::Connection> node,
-                             std::string node_id_hex, bool node_has_gpus, WorkerId self)
+                             std::string node_id_hex, WorkerId self)
     : mu_(mu),
       ready_cv_(ready_cv),
       completions_(completions),
@@ -36,7 +36,6 @@ TaskSubmitter::TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv,
       loop_(loop),
       node_(std::move(node)),
       node_id_hex_(std::move(node_id_hex)),
-      node_has_gpus_(node_has_gpus),
       self_(self) {}
 
 TaskSubmitter::~TaskSubmitter() = default;
@@ -217,10 +216,6 @@ void TaskSubmitter::PushTask(const std::shared_ptr<LeaseState>& lease, TaskEntry
   ++lease->in_flight;
   t->pushed_to = lease;
   t->push_seq = lease->next_push_seq++;
-  auto* gpus = t->request.mutable_gpu_ids();
-  gpus->Clear();
-  for (int g : lease->gpu_ids) gpus->Add(g);
-  t->request.set_node_has_gpus(node_has_gpus_);
   lease->conn->Call(proto::PUSH_TASK, t->request,
                     [this, t, lease](const absl::StatusOr<std::string_view>& reply) {
                       OnPushReply(t, lease, reply);
@@ -486,7 +481,6 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
   auto lease = std::make_shared<LeaseState>();
   lease->id = id;
   lease->worker = worker;
-  for (int g : r.gpu_ids()) lease->gpu_ids.push_back(g);
   auto conn = WorkerConnection(worker, r.worker_socket_path());
   if (!conn.ok()) {
     RAIO_LOG_WARN("cannot reach leased worker: {}", conn.status().message());

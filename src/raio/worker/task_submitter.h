@@ -35,7 +35,7 @@ struct LeaseState;
 struct SchedulingClass;
 
 struct TaskEntry {
-  proto::PushTaskRequest request;  // spec with resolved args; gpu ids set per push
+  proto::PushTaskRequest request;  // spec with resolved args
   ObjectId return_id;
   SchedulingClass* cls = nullptr;
   int retries_left = 0;
@@ -54,7 +54,6 @@ struct LeaseState {
   LeaseId id;
   WorkerId worker;
   std::shared_ptr<rpc::Connection> conn;
-  std::vector<int> gpu_ids;
   int in_flight = 0;
   bool dead = false;
   bool timer_armed = false;
@@ -89,7 +88,7 @@ class TaskSubmitter {
  public:
   TaskSubmitter(absl::Mutex& mu, absl::CondVar& ready_cv, std::atomic<uint64_t>& completions,
                 ObjectTable& objects, EventLoop& loop, std::shared_ptr<rpc::Connection> node,
-                std::string node_id_hex, bool node_has_gpus, WorkerId self);
+                std::string node_id_hex, WorkerId self);
   ~TaskSubmitter();
 
   // Takes ownership of a task whose return object already exists in the table.
@@ -167,7 +166,6 @@ class TaskSubmitter {
   EventLoop& loop_;
   std::shared_ptr<rpc::Connection> node_;
   const std::string node_id_hex_;
-  const bool node_has_gpus_;
   const WorkerId self_;
   std::map<std::string, std::unique_ptr<SchedulingClass>> classes_ ABSL_GUARDED_BY(mu_);
   std::map<TaskEntry*, std::unique_ptr<TaskEntry>> tasks_ ABSL_GUARDED_BY(mu_);
