@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -338,6 +339,59 @@ TEST_F(EmbeddedTest, GpuTasksSeeOnlyTheirDevices) {
   EXPECT_TRUE(half == "0" || half == "1") << half;
 }
 
+TEST_F(EmbeddedTest, ActorsSeeExactlyTheirGpus) {
+  auto a = raio::Actor(DeviceProbe::Create).SetResource("GPU", 1).Remote();
+  auto b = raio::Actor(DeviceProbe::Create).SetResource("GPU", 1).Remote();
+  auto cpu_only = raio::Actor(DeviceProbe::Create).Remote();
+  // Two actors of one GPU each: disjoint devices, each exactly one.
+  std::set<std::string> seen{a.Task(&DeviceProbe::Visible).Remote().Get(),
+                             b.Task(&DeviceProbe::Visible).Remote().Get()};
+  EXPECT_EQ(seen, (std::set<std::string>{"0", "1"}));
+  EXPECT_EQ(cpu_only.Task(&DeviceProbe::Visible).Remote().Get(), "");
+  EXPECT_NE(a.Task(&DeviceProbe::Pid).Remote().Get(), b.Task(&DeviceProbe::Pid).Remote().Get());
+  a.Kill();
+  b.Kill();
+  // Their GPUs are free again: an actor holding both sees both.
+  auto both = raio::Actor(DeviceProbe::Create).SetResource("GPU", 2).Remote();
+  EXPECT_EQ(both.Task(&DeviceProbe::Visible).Remote().Get(), "0,1");
+  both.Kill();
+  cpu_only.Kill();
+}
+
+// Regression: the executor used to setenv CUDA_VISIBLE_DEVICES per task on a reused
+// worker process, which CUDA (it reads the variable once) would not see. A worker now gets
+// it at spawn and serves only leases holding the same GPUs.
+TEST_F(EmbeddedTest, TasksWithDifferentGpusNeverShareAWorkerProcess) {
+  std::map<std::string, std::set<std::string>> devices_by_pid;
+  auto record = [&](const std::string& pid_and_devices) {
+    auto colon = pid_and_devices.find(':');
+    std::string devices = pid_and_devices.substr(colon + 1);
+    devices_by_pid[pid_and_devices.substr(0, colon)].insert(devices);
+    return devices;
+  };
+  auto task = [](double gpus, int ms) {
+    if (gpus == 0) return raio::Task(PidAndDevices).SetResources({{"CPU", 0}}).Remote(ms);
+    return raio::Task(PidAndDevices).SetResources({{"CPU", 0}, {"GPU", gpus}}).Remote(ms);
+  };
+  for (int round = 0; round < 3; ++round) {
+    // Concurrently: two one-GPU tasks hold the two devices at once.
+    auto first = task(1, 300);
+    auto second = task(1, 300);
+    std::set<std::string> concurrent{record(first.Get()), record(second.Get())};
+    EXPECT_EQ(concurrent, (std::set<std::string>{"0", "1"})) << "round " << round;
+    // Sequentially: one GPU, both, none.
+    std::string one = record(task(1, 0).Get());
+    EXPECT_TRUE(one == "0" || one == "1") << one;
+    EXPECT_EQ(record(task(2, 0).Get()), "0,1");
+    EXPECT_EQ(record(task(0, 0).Get()), "");
+  }
+  for (const auto& [pid, devices] : devices_by_pid) {
+    EXPECT_EQ(devices.size(), 1u) << "worker pid " << pid << " saw " << devices.size()
+                                  << " different CUDA_VISIBLE_DEVICES values, e.g. '"
+                                  << *devices.begin() << "' and '" << *devices.rbegin() << "'";
+  }
+}
+
 TEST(LifecycleTest, InitTwiceAndUseAfterShutdownAreErrors) {
   raio::InitOptions options;
   options.num_cpus = 1;
@@ -365,6 +419,11 @@ TEST(LifecycleTest, GpuIdsFollowAnExistingDeviceMask) {
   raio::Init(options);
   auto a = raio::Task(VisibleDevices).SetResources({{"CPU", 0}, {"GPU", 2}}).Remote();
   EXPECT_EQ(a.Get(), "5,6");
+  EXPECT_EQ(raio::Task(VisibleDevices).SetResources({{"CPU", 0}}).Remote().Get(), "");
+  auto actor = raio::Actor(DeviceProbe::Create).SetResource("GPU", 1).Remote();
+  std::string seen = actor.Task(&DeviceProbe::Visible).Remote().Get();
+  EXPECT_TRUE(seen == "5" || seen == "6") << seen;
+  actor.Kill();
   raio::Shutdown();
   ::unsetenv("CUDA_VISIBLE_DEVICES");
 }

@@ -42,6 +42,11 @@ std::string VisibleDevices() {
   return v ? std::string(v) : std::string("<unset>");
 }
 
+std::string PidAndDevices(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return std::to_string(getpid()) + ":" + VisibleDevices();
+}
+
 int ThrowsRuntimeError(int x) { throw std::runtime_error("bad input " + std::to_string(x)); }
 int ThrowsCustom(int x) { throw CustomError("custom " + std::to_string(x)); }
 
@@ -78,7 +83,7 @@ int SleepMs(int ms) {
 
 using namespace raio_test;
 RAIO_REMOTE(Add, Square, SumVector, Scale, NoOp, RAIO_FUNC(Overloaded, int),
-            RAIO_FUNC(Overloaded, std::string), SleepAndStamp, Pid, VisibleDevices,
+            RAIO_FUNC(Overloaded, std::string), SleepAndStamp, Pid, VisibleDevices, PidAndDevices,
             ThrowsRuntimeError, ThrowsCustom, Crash, CrashOnce, NestedSum, Recurse, SleepMs);
 
 namespace raio_test {
@@ -170,6 +175,14 @@ int Accumulator::Total() const { return total_; }
 }  // namespace raio_test
 RAIO_REMOTE(raio_test::Accumulator::Create, &raio_test::Accumulator::Add,
             &raio_test::Accumulator::Total);
+
+namespace raio_test {
+DeviceProbe* DeviceProbe::Create() { return new DeviceProbe(); }
+std::string DeviceProbe::Visible() { return VisibleDevices(); }
+int DeviceProbe::Pid() { return static_cast<int>(getpid()); }
+}  // namespace raio_test
+RAIO_REMOTE(raio_test::DeviceProbe::Create, &raio_test::DeviceProbe::Visible,
+            &raio_test::DeviceProbe::Pid);
 
 namespace raio_test {
 OwnedRef MakeOwnedRef(int value) { return OwnedRef{raio::Put(value), static_cast<int>(getpid())}; }

@@ -28,6 +28,8 @@ std::string Overloaded(std::string s);
 std::vector<int64_t> SleepAndStamp(int ms);
 int Pid();
 std::string VisibleDevices();
+// "<pid>:<CUDA_VISIBLE_DEVICES>" of the worker that runs it, after sleeping `ms`.
+std::string PidAndDevices(int ms);
 int ThrowsRuntimeError(int x);
 int ThrowsCustom(int x);
 // Ends its own worker process abruptly.
@@ -82,6 +84,17 @@ class Accumulator {
  private:
   explicit Accumulator(int start) : total_(start) {}
   int total_;
+};
+}  // namespace raio_test
+
+namespace raio_test {
+// An actor that reports what its process sees: CUDA_VISIBLE_DEVICES ("<unset>" when
+// unset) and its pid.
+class DeviceProbe {
+ public:
+  static DeviceProbe* Create();
+  std::string Visible();
+  int Pid();
 };
 }  // namespace raio_test
 

@@ -141,8 +141,8 @@ JobId WorkerJobId() {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     g_core = std::make_shared<worker::CoreWorker>(
-        worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), r.node_has_gpus(),
-                                    session, WorkerNamespace(), WorkerJobId()},
+        worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), session,
+                                    WorkerNamespace(), WorkerJobId()},
         *loop, *node, std::move(*store));
     executor->set_store(&g_core->store());
     executor->set_core(g_core.get());
@@ -247,9 +247,9 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   }
   std::string socket_dir = jr.node_socket_path().substr(0, jr.node_socket_path().rfind('/'));
   rt.core = std::make_shared<worker::CoreWorker>(
-      worker::CoreWorker::Options{driver_id,
-                                  /*is_driver=*/true, dr.node_id(), dr.node_has_gpus(), socket_dir,
-                                  ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns, jr.job_id()},
+      worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), socket_dir,
+                                  ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns,
+                                  jr.job_id()},
       *rt.loop, rt.node, std::move(*store));
   if (absl::Status s = rt.core->StartOwnerService(); !s.ok()) {
     throw ClusterUnavailableError(absl::StrCat("cannot start the owner service: ", s.message()));

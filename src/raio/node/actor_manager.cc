@@ -141,7 +141,7 @@ bool ActorManager::Handle(const std::shared_ptr<rpc::Connection>& conn, JobId jo
   }
 }
 
-void ActorManager::Schedule(std::map<JobId, int>* workers_needed) {
+void ActorManager::Schedule(std::map<WorkerKey, int>* workers_needed) {
   for (auto& [id, r] : actors_) {
     if (r.state == proto::ACTOR_DEAD || r.state == proto::ACTOR_ALIVE || !r.worker.IsNil()) {
       continue;
@@ -157,9 +157,11 @@ void ActorManager::Schedule(std::map<JobId, int>* workers_needed) {
       continue;
     }
     // A fresh worker only: one that ran tasks may own objects, which its Kill would lose.
-    WorkerProcess* worker = pool_.PopIdle(r.job, /*for_actor=*/true);
+    // It was started for the actor's GPUs, so it sees exactly them.
+    WorkerKey key{r.job, r.allocation->GpuIds()};
+    WorkerProcess* worker = pool_.PopIdle(key, /*for_actor=*/true);
     if (worker == nullptr) {
-      ++(*workers_needed)[r.job];
+      ++(*workers_needed)[std::move(key)];
       continue;
     }
     Bind(r, *worker);

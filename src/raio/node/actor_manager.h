@@ -32,8 +32,9 @@ class ActorManager {
   // for other methods. `job` is the requester's job.
   bool Handle(const std::shared_ptr<rpc::Connection>& conn, JobId job, const rpc::FrameHeader& h,
               std::string_view body);
-  // Places pending actors on idle workers; adds to `workers_needed` per job.
-  void Schedule(std::map<JobId, int>* workers_needed);
+  // Places pending actors on idle workers started for their job and GPUs; adds the
+  // workers still to start to `workers_needed`.
+  void Schedule(std::map<WorkerKey, int>* workers_needed);
   // A worker process is gone; restarts or buries its actor. Returns whether it hosted one.
   // `reason` says why when the node ended it (e.g. the memory monitor, with its figures);
   // empty for a crash or an exit. It becomes the death cause when the actor is buried.

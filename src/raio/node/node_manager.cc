@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <boost/asio/steady_timer.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 
@@ -33,10 +34,12 @@ NodeManager::NodeManager(Options options)
       id_(RandomId<NodeId>()),
       socket_path_(options_.session_dir + "/node.sock"),
       resources_(options_.total),
-      pool_(loop_.io(), options_.session_dir, socket_path_),
-      actors_(resources_, pool_, id_.Hex(), [this] { return ClusterDescription(); }) {
-  has_gpus_ = resources_.num_gpus() > 0;
-}
+      // GPU ids index the devices the node itself may see: when it was started with
+      // CUDA_VISIBLE_DEVICES, id i is the i-th entry of that list.
+      pool_(loop_.io(),
+            WorkerPool::Options{options_.session_dir, socket_path_, resources_.num_gpus() > 0,
+                                ParseDeviceMask(std::getenv("CUDA_VISIBLE_DEVICES"))}),
+      actors_(resources_, pool_, id_.Hex(), [this] { return ClusterDescription(); }) {}
 
 NodeManager::~NodeManager() { Stop(); }
 
@@ -376,12 +379,11 @@ void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHead
                                        req.namespace_()});
   proto::RegisterDriverReply reply;
   reply.set_node_id(id_.Hex());
-  reply.set_node_has_gpus(has_gpus_);
   reply.set_object_store_path(store_->shm_path());
   reply.set_object_store_bytes(store_->capacity_bytes());
   conn->Reply(h, reply);
   // Prestart one worker so that the first task does not wait for a process start.
-  if (absl::Status s = pool_.StartWorker(req.job_id()); !s.ok()) {
+  if (absl::Status s = pool_.StartWorker(WorkerKey{req.job_id(), {}}); !s.ok()) {
     RAIO_LOG_WARN("prestart failed: {}", s.message());
   }
 }
@@ -400,7 +402,6 @@ void NodeManager::HandleRegisterWorker(const ConnPtr& conn, const rpc::FrameHead
   peer.worker = id;
   proto::RegisterWorkerReply reply;
   reply.set_node_id(id_.Hex());
-  reply.set_node_has_gpus(has_gpus_);
   reply.set_object_store_path(store_->shm_path());
   reply.set_object_store_bytes(store_->capacity_bytes());
   conn->Reply(h, reply);
@@ -446,7 +447,8 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
 }
 
 void NodeManager::ScheduleLeases() {
-  std::map<JobId, int> workers_needed;
+  // Resources first, then a worker of the lease's job and device set (WorkerKey).
+  std::map<WorkerKey, int> workers_needed;
   for (auto it = pending_.begin(); it != pending_.end();) {
     auto lit = leases_.find(*it);
     if (lit == leases_.end()) {
@@ -459,9 +461,10 @@ void NodeManager::ScheduleLeases() {
       ++it;
       continue;
     }
-    WorkerProcess* worker = pool_.PopIdle(lease.job);
+    WorkerKey key{lease.job, lease.allocation->GpuIds()};
+    WorkerProcess* worker = pool_.PopIdle(key);
     if (worker == nullptr) {
-      ++workers_needed[lease.job];
+      ++workers_needed[std::move(key)];
       ++it;
       continue;
     }
@@ -469,10 +472,10 @@ void NodeManager::ScheduleLeases() {
     it = pending_.erase(it);
   }
   actors_.Schedule(&workers_needed);
-  for (const auto& [job, needed] : workers_needed) {
-    if (!pool_.HasJob(job)) continue;
-    for (int i = pool_.NumStarting(job); i < needed; ++i) {
-      if (absl::Status s = pool_.StartWorker(job); !s.ok()) {
+  for (const auto& [key, needed] : workers_needed) {
+    if (!pool_.HasJob(key.job)) continue;
+    for (int i = pool_.NumStarting(key); i < needed; ++i) {
+      if (absl::Status s = pool_.StartWorker(key); !s.ok()) {
         RAIO_LOG_ERROR("{}", s.message());
         break;
       }
@@ -488,7 +491,6 @@ void NodeManager::Grant(Lease& lease, WorkerProcess& worker) {
   reply.set_result(proto::RequestWorkerLeaseReply::GRANTED);
   reply.set_worker_id(worker.id.Binary());
   reply.set_worker_socket_path(worker.socket_path);
-  for (int gpu : lease.allocation->GpuIds()) reply.add_gpu_ids(gpu);
   reply.set_saturated(!resources_.available().Contains(lease.demand));
   lease.owner->Reply(lease.request, reply);
 }

@@ -3,8 +3,9 @@
 // lending, and node stats; registers the node with the head over TCP.
 //
 // Leasing (Ray's design): an owner asks for a worker for one resource shape; the node
-// holds those resources for the lease, binds an idle worker of the owner's job (starting
-// one if needed) and replies with the worker's socket. The owner then pushes tasks
+// holds those resources for the lease, binds an idle worker of the owner's job started for
+// the lease's GPUs (starting one if needed; see WorkerKey) and replies with the worker's
+// socket. The owner then pushes tasks
 // straight to the worker and returns the lease when its queue is drained.
 //
 // Memory monitor: every options.memory_monitor.interval the node measures its memory use
@@ -131,7 +132,6 @@ class NodeManager {
   std::shared_ptr<rpc::Connection> head_;
   std::unique_ptr<boost::asio::steady_timer> reap_timer_;
   std::unique_ptr<boost::asio::steady_timer> memory_timer_;
-  bool has_gpus_ = false;
 
   // Loop thread only.
   std::unique_ptr<ObjectStoreService> store_;

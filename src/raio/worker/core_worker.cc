@@ -33,7 +33,7 @@ CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Co
                                      ABSL_NO_THREAD_SAFETY_ANALYSIS { OnObjectReady(id, e); }}),
       resolver_(objects_),
       submitter_(mu_, ready_cv_, completions_, objects_, resolver_, loop, node,
-                 options_.node_id_hex, options_.node_has_gpus, options_.worker_id),
+                 options_.node_id_hex, options_.worker_id),
       actor_submitter_(mu_, loop, node, submitter_, objects_, resolver_) {
   RegisterOwnerServiceHandlers();
 }

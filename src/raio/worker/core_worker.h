@@ -41,7 +41,6 @@ class CoreWorker {
     WorkerId worker_id;
     bool is_driver = true;
     std::string node_id_hex;
-    bool node_has_gpus = false;
     // Directory for this process's owner-service socket (o-<worker id>.sock).
     std::string socket_dir;
     // Namespace of named actors when none is given ("job-<id>" unless Init sets one).

@@ -1,7 +1,6 @@
 #include "raio/worker/task_executor.h"
 
 #include <cxxabi.h>
-#include <stdlib.h>
 
 #include <chrono>
 #include <deque>
@@ -10,8 +9,6 @@
 #include <typeinfo>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
 #include "raio/common/process.h"
@@ -23,13 +20,7 @@
 
 namespace raio::worker {
 
-TaskExecutor::TaskExecutor() : loop_("raio-exec", config::kLoopSpin) {
-  // GPU ids granted by the node index the devices this process may see: when the node
-  // itself was limited with CUDA_VISIBLE_DEVICES, id i is the i-th entry of that list.
-  if (const char* mask = std::getenv("CUDA_VISIBLE_DEVICES"); mask && *mask) {
-    device_mask_ = absl::StrSplit(mask, ',');
-  }
-}
+TaskExecutor::TaskExecutor() : loop_("raio-exec", config::kLoopSpin) {}
 
 TaskExecutor::~TaskExecutor() {
   Stop();
@@ -293,23 +284,6 @@ absl::Status TaskExecutor::StoreResult(const proto::TaskSpec& spec, internal::En
 
 void TaskExecutor::Run() { loop_.RunInThisThread(); }
 
-void TaskExecutor::SetVisibleDevices(const proto::PushTaskRequest& request) {
-  // GPU visibility: exactly the ids granted with the lease.
-  if (!request.node_has_gpus() && request.gpu_ids_size() == 0) return;
-  std::vector<std::string> devices;
-  for (int id : request.gpu_ids()) {
-    devices.push_back(id >= 0 && static_cast<std::size_t>(id) < device_mask_.size()
-                          ? device_mask_[id]
-                          : std::to_string(id));
-  }
-  std::string visible = absl::StrJoin(devices, ",");
-  if (!cuda_set_ || visible != last_cuda_visible_devices_) {
-    ::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1);
-    last_cuda_visible_devices_ = visible;
-    cuda_set_ = true;
-  }
-}
-
 void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                            const proto::PushTaskRequest& request, const Invoke& invoke, bool found,
                            const std::string& not_found_message, bool flush_reply) {
@@ -323,7 +297,6 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
     e->set_function_name(spec.name().empty() ? spec.function_name() : spec.name());
     e->set_node_id(node_id_hex_);
   };
-  if (pool_.empty()) SetVisibleDevices(request);
   auto start = std::chrono::steady_clock::now();
   if (!found) {
     fail(proto::FUNCTION_NOT_FOUND, "", not_found_message);

@@ -86,7 +86,6 @@ class TaskExecutor {
   // Stores a result: inline in `reply`, or in the store under the return id.
   absl::Status StoreResult(const proto::TaskSpec& spec, internal::EncodedValue result,
                            proto::PushTaskReply* reply);
-  void SetVisibleDevices(const proto::PushTaskRequest& request);
 
   EventLoop loop_;
   std::string node_id_hex_;
@@ -94,9 +93,6 @@ class TaskExecutor {
   proto::PushTaskRequest request_;  // reused for every task
   StoreClient* store_ = nullptr;
   CoreWorker* core_ = nullptr;
-  std::vector<std::string> device_mask_;  // CUDA_VISIBLE_DEVICES the worker started with
-  std::string last_cuda_visible_devices_;
-  bool cuda_set_ = false;
 
   // The hosted actor, if any (set once on Run's thread before any actor call runs).
   internal::ActorInstance actor_;

@@ -30,7 +30,7 @@ TaskSubmitter::TaskSubmitter(raio::Mutex& mu, raio::CondVar& ready_cv,
                              std::atomic<uint64_t>& completions, ObjectTable& objects,
                              DependencyResolver& resolver, EventLoop& loop,
                              std::shared_ptr<rpc::Connection> node, std::string node_id_hex,
-                             bool node_has_gpus, WorkerId self)
+                             WorkerId self)
     : mu_(mu),
       ready_cv_(ready_cv),
       completions_(completions),
@@ -39,7 +39,6 @@ TaskSubmitter::TaskSubmitter(raio::Mutex& mu, raio::CondVar& ready_cv,
       loop_(loop),
       node_(std::move(node)),
       node_id_hex_(std::move(node_id_hex)),
-      node_has_gpus_(node_has_gpus),
       self_(self) {}
 
 TaskSubmitter::~TaskSubmitter() = default;
@@ -172,10 +171,6 @@ void TaskSubmitter::PushTask(const std::shared_ptr<LeaseState>& lease, TaskEntry
   ++lease->in_flight;
   t->pushed_to = lease;
   t->push_seq = lease->next_push_seq++;
-  auto* gpus = t->request.mutable_gpu_ids();
-  gpus->Clear();
-  for (int g : lease->gpu_ids) gpus->Add(g);
-  t->request.set_node_has_gpus(node_has_gpus_);
   lease->conn->Call(proto::PUSH_TASK, t->request,
                     [this, id = t->task_id, lease](const absl::StatusOr<std::string_view>& reply) {
                       OnPushReply(id, lease, reply);
@@ -477,7 +472,6 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
   auto lease = std::make_shared<LeaseState>();
   lease->id = id;
   lease->worker = worker;
-  for (int g : r.gpu_ids()) lease->gpu_ids.push_back(g);
   auto conn = WorkerConnection(worker, r.worker_socket_path());
   if (!conn.ok()) {
     RAIO_LOG_WARN("cannot reach leased worker: {}", conn.status().message());

@@ -38,7 +38,7 @@ struct SchedulingClass;
 struct TaskEntry {
   TaskId task_id;
   // The spec does not change once the task is queued (its ObjectRef arguments are filled
-  // in before); attempt and gpu ids are set per push.
+  // in before); the attempt number is set per push.
   proto::PushTaskRequest request;
   ObjectId return_id;  // the first of its num_returns return objects
   int num_returns = 1;
@@ -58,7 +58,6 @@ struct LeaseState {
   LeaseId id;
   WorkerId worker;
   std::shared_ptr<rpc::Connection> conn;
-  std::vector<int> gpu_ids;
   int in_flight = 0;
   bool dead = false;
   bool timer_armed = false;
@@ -93,8 +92,7 @@ class TaskSubmitter {
  public:
   TaskSubmitter(raio::Mutex& mu, raio::CondVar& ready_cv, std::atomic<uint64_t>& completions,
                 ObjectTable& objects, DependencyResolver& resolver, EventLoop& loop,
-                std::shared_ptr<rpc::Connection> node, std::string node_id_hex, bool node_has_gpus,
-                WorkerId self);
+                std::shared_ptr<rpc::Connection> node, std::string node_id_hex, WorkerId self);
   ~TaskSubmitter();
 
   // Takes ownership of a task whose return object already exists in the table; its
@@ -179,7 +177,6 @@ class TaskSubmitter {
   EventLoop& loop_;
   std::shared_ptr<rpc::Connection> node_;
   const std::string node_id_hex_;
-  const bool node_has_gpus_;
   const WorkerId self_;
   std::map<std::string, std::unique_ptr<SchedulingClass>> classes_ ABSL_GUARDED_BY(mu_);
   // Every task not yet completed, by id (queues, leases and the resolver refer to tasks

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
 #include "raio/common/process.h"
@@ -20,29 +21,36 @@ extern char** environ;
 
 namespace raio::node {
 
-WorkerPool::WorkerPool(boost::asio::io_context& io, std::string session_dir,
-                       std::string node_socket_path)
+WorkerPool::WorkerPool(boost::asio::io_context& io, Options options)
     : io_(io),
-      session_dir_(std::move(session_dir)),
-      node_socket_path_(std::move(node_socket_path)) {}
+      session_dir_(std::move(options.session_dir)),
+      node_socket_path_(std::move(options.node_socket_path)),
+      node_has_gpus_(options.node_has_gpus),
+      node_mask_(std::move(options.node_mask)) {}
 
 WorkerPool::~WorkerPool() { KillAll(); }
 
 void WorkerPool::AddJob(JobId job, JobConfig config) { jobs_[job] = std::move(config); }
 
-absl::Status WorkerPool::StartWorker(JobId job) {
+absl::Status WorkerPool::StartWorker(const WorkerKey& key) {
+  const JobId job = key.job;
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("unknown job ", job));
   const JobConfig& cfg = it->second;
   WorkerId id = RandomId<WorkerId>();
 
+  // On a GPU node every worker sees exactly its device set ("" for none); set here, at
+  // spawn, because CUDA reads it once per process.
+  const bool set_devices = node_has_gpus_ || !key.gpus.empty();
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view kv(*e);
     if (kv.starts_with("RAIO_") && !kv.starts_with("RAIO_LOG_LEVEL=")) continue;
     if (kv.starts_with("LD_LIBRARY_PATH=") && !cfg.ld_library_path.empty()) continue;
+    if (kv.starts_with("CUDA_VISIBLE_DEVICES=") && set_devices) continue;
     env.emplace_back(kv);
   }
+  if (set_devices) env.push_back("CUDA_VISIBLE_DEVICES=" + VisibleDevices(key.gpus, node_mask_));
   env.push_back("RAIO_WORKER_MODE=1");
   env.push_back("RAIO_NODE_SOCKET=" + node_socket_path_);
   env.push_back("RAIO_WORKER_ID=" + id.Hex());
@@ -91,9 +99,12 @@ absl::Status WorkerPool::StartWorker(JobId job) {
   w.id = id;
   w.pid = pid;
   w.job = job;
+  w.gpus = key.gpus;
   w.state = WorkerProcess::State::kStarting;
   w.started = std::chrono::steady_clock::now();
-  RAIO_LOG_DEBUG("started worker {} pid {} for job {}", id.Hex(), pid, job);
+  RAIO_LOG_DEBUG(
+      "started worker {} pid {} for job {}{}", id.Hex(), pid, job,
+      set_devices ? absl::StrCat(" with GPUs [", absl::StrJoin(key.gpus, ","), "]") : "");
   return absl::OkStatus();
 }
 
@@ -114,9 +125,10 @@ absl::StatusOr<WorkerProcess*> WorkerPool::OnRegistered(const WorkerId& id, pid_
   return &w;
 }
 
-WorkerProcess* WorkerPool::PopIdle(JobId job, bool for_actor) {
+WorkerProcess* WorkerPool::PopIdle(const WorkerKey& key, bool for_actor) {
   for (auto& [id, w] : workers_) {
-    if (w.job == job && w.state == WorkerProcess::State::kIdle && !(for_actor && w.ran_tasks)) {
+    if (w.state == WorkerProcess::State::kIdle && w.job == key.job && w.gpus == key.gpus &&
+        !(for_actor && w.ran_tasks)) {
       w.state = WorkerProcess::State::kLeased;
       if (!for_actor) w.ran_tasks = true;
       return &w;
@@ -158,10 +170,10 @@ void WorkerPool::MakeIdle(WorkerProcess* worker) {
   worker->lease = LeaseId();
 }
 
-int WorkerPool::NumStarting(JobId job) const {
+int WorkerPool::NumStarting(const WorkerKey& key) const {
   int n = 0;
   for (const auto& [id, w] : workers_) {
-    if (w.job == job && w.state == WorkerProcess::State::kStarting) ++n;
+    if (w.state == WorkerProcess::State::kStarting && w.job == key.job && w.gpus == key.gpus) ++n;
   }
   return n;
 }

@@ -1,6 +1,7 @@
 // WorkerPool: the worker processes of one node. Starts a job's executable in worker
-// mode, tracks each process from start to registration to exit, keeps idle workers for
-// reuse by later leases of the same job, and ends a job's workers when the job ends.
+// mode for one device set (its CUDA_VISIBLE_DEVICES, fixed at spawn), tracks each
+// process from start to registration to exit, keeps idle workers for reuse by later
+// leases of the same job and device set, and ends a job's workers when the job ends.
 // Threading: not thread-safe; lives on the node daemon's loop.
 #pragma once
 
@@ -17,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "raio/common/ids.h"
+#include "raio/node/worker_pool/device_set.h"
 #include "raio/node/worker_pool/worker_stderr.h"
 #include "raio/rpc/connection.h"
 
@@ -29,11 +31,21 @@ struct JobConfig {
   std::string ns;  // actor namespace of the job
 };
 
+// What an idle worker is reused for: a worker started for one job and device set serves
+// only leases and actors of that job holding exactly that set (a GPU node's CPU-only
+// work is the empty set), since its CUDA_VISIBLE_DEVICES cannot change after spawn.
+struct WorkerKey {
+  JobId job = 0;
+  DeviceSet gpus;
+  auto operator<=>(const WorkerKey&) const = default;
+};
+
 struct WorkerProcess {
   enum class State { kStarting, kIdle, kLeased };
   WorkerId id;
   pid_t pid = -1;
   JobId job = 0;
+  DeviceSet gpus;  // the GPU ids it was started for (see WorkerKey)
   State state = State::kStarting;
   std::chrono::steady_clock::time_point started;
   std::shared_ptr<rpc::Connection> conn;  // set at registration
@@ -44,29 +56,43 @@ struct WorkerProcess {
   // and results), so it never becomes an actor's process, whose Kill would lose them.
   bool ran_tasks = false;
   std::shared_ptr<WorkerStderr> err;  // its stderr, forwarded by the node
+  WorkerKey key() const { return {job, gpus}; }
 };
 
 class WorkerPool {
  public:
+  struct Options {
+    std::string session_dir;
+    std::string node_socket_path;
+    // Whether the node offers GPUs: then every worker gets CUDA_VISIBLE_DEVICES, ""
+    // when it holds none; otherwise workers keep the node's own value.
+    bool node_has_gpus = false;
+    // The node's own CUDA_VISIBLE_DEVICES split at commas (ParseDeviceMask): GPU id i is
+    // device node_mask[i]. Empty: id i is device i.
+    std::vector<std::string> node_mask;
+  };
   // `io` is the node's loop, where the workers' stderr pipes are read.
-  WorkerPool(boost::asio::io_context& io, std::string session_dir, std::string node_socket_path);
+  WorkerPool(boost::asio::io_context& io, Options options);
   ~WorkerPool();
 
   void AddJob(JobId job, JobConfig config);
   bool HasJob(JobId job) const { return jobs_.count(job) > 0; }
-  // Starts one worker process for `job`. Error if the job is unknown or spawn fails.
-  absl::Status StartWorker(JobId job);
+  // Starts one worker process for `key.job` that sees exactly the GPUs `key.gpus`
+  // (CUDA_VISIBLE_DEVICES, mapped through Options::node_mask). Error if the job is unknown
+  // or spawn fails.
+  absl::Status StartWorker(const WorkerKey& key);
   // Marks a started worker registered. Error if no such starting worker.
   absl::StatusOr<WorkerProcess*> OnRegistered(const WorkerId& id, pid_t pid,
                                               std::shared_ptr<rpc::Connection> conn,
                                               std::string socket_path);
-  // An idle registered worker of `job`, marked leased, or nullptr. `for_actor`: only one
-  // that never ran tasks (see WorkerProcess::ran_tasks); otherwise it is marked as running
-  // tasks.
-  WorkerProcess* PopIdle(JobId job, bool for_actor = false);
+  // An idle registered worker started for `key` (same job, same device set), marked
+  // leased, or nullptr. `for_actor`: only one that never ran tasks (see
+  // WorkerProcess::ran_tasks); otherwise it is marked as running tasks.
+  WorkerProcess* PopIdle(const WorkerKey& key, bool for_actor = false);
 
   void MakeIdle(WorkerProcess* worker);
-  int NumStarting(JobId job) const;
+  // Workers started for `key` that have not registered yet.
+  int NumStarting(const WorkerKey& key) const;
   WorkerProcess* Find(const WorkerId& id);
   // Kills (SIGKILL) and forgets a worker. Its exit is reaped later.
   void Kill(const WorkerId& id);
@@ -105,6 +131,8 @@ class WorkerPool {
   boost::asio::io_context& io_;
   std::string session_dir_;
   std::string node_socket_path_;
+  bool node_has_gpus_;
+  std::vector<std::string> node_mask_;
   struct StartFailures {
     int count = 0;
     std::string last;
