@@ -75,20 +75,13 @@ bool DaemonAlive(const nlohmann::json& j) {
 }
 
 // Removes what dead raio processes left (api::ReclaimDeadProcessFiles) and says what in
-// one line, e.g. "1 object store file, 1 session directory: 256.0 MiB"; "" when nothing.
+// one line, e.g. "1 session directory: 4 KiB"; "" when nothing.
 std::string ReclaimDeadProcessFiles() {
-  raio::api::DeadProcessFiles r = raio::api::ReclaimDeadProcessFiles();
-  if (r.store_files.files == 0 && r.session_dirs.files == 0) return "";
-  auto count = [](int n, const char* what) {
-    return absl::StrCat(n, " ", what, n == 1 ? "" : "s");
-  };
-  std::string what;
-  if (r.store_files.files > 0) what = count(r.store_files.files, "object store file");
-  if (r.session_dirs.files > 0) {
-    absl::StrAppend(&what, what.empty() ? "" : ", ",
-                    count(r.session_dirs.files, "session directory"));
-  }
-  const uint64_t bytes = r.bytes();
+  raio::Reclaimed r = raio::api::ReclaimDeadProcessFiles();
+  if (r.files == 0) return "";
+  std::string what =
+      absl::StrCat(r.files, r.files == 1 ? " session directory" : " session directories");
+  const uint64_t bytes = r.bytes;
   if (bytes < (1 << 20)) return absl::StrCat(what, ": ", (bytes + 1023) >> 10, " KiB");
   char mib[32];
   std::snprintf(mib, sizeof(mib), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
@@ -215,7 +208,7 @@ int Stop() {
   auto j = ReadClusterFile();
   if (!j || !DaemonAlive(*j)) {
     ::unlink(ClusterFile().c_str());
-    // A killed daemon (or driver) may have left its store file and session directory.
+    // A killed daemon (or driver) may have left its session directory.
     std::string removed = ReclaimDeadProcessFiles();
     std::cout << "raio stop: no running cluster found"
               << (removed.empty() ? "" : "; removed the files of dead raio processes: " + removed)

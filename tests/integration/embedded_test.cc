@@ -16,7 +16,9 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "harness.h"
 #include "test_functions.h"
 
 using namespace raio_test;
@@ -452,67 +454,53 @@ TEST(LifecycleTest, NoWorkerProcessesOutliveShutdown) {
   }
 }
 
-// The object store file of process `pid` in /dev/shm (raio-store-<pid>-...); "" if none.
-std::string StoreFileOf(pid_t pid) {
-  const std::string prefix = "raio-store-" + std::to_string(pid) + "-";
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
-    if (e.path().filename().string().rfind(prefix, 0) == 0) return e.path().string();
-  }
-  return "";
-}
-
 // The regression: a SIGKILLed driver's embedded store file stayed in /dev/shm unless a
-// later Init ran with the same TMPDIR.
-TEST(LifecycleTest, InitRemovesTheStoreFileOfAKilledDriver) {
+// later Init swept it. The store is now a memory file with no name: there is nothing
+// to leave, and a later Init works without any sweep.
+TEST(LifecycleTest, ASigkilledDriverLeavesNothingInDevShm) {
   const auto base =
       std::filesystem::temp_directory_path() / ("raio-ekd-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(base / "a");
-  std::filesystem::create_directories(base / "b");
+  std::filesystem::create_directories(base);
+  const std::set<std::string> before = DevShmEntries();
   pid_t driver = ::fork();
   ASSERT_GE(driver, 0);
   if (driver == 0) {
-    ::setenv("TMPDIR", (base / "a").c_str(), 1);
+    ::setenv("TMPDIR", base.c_str(), 1);
     ::setenv("RAIO_TEST_HOLD_EMBEDDED", "1", 1);
     std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
     ::execl(self.c_str(), self.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  std::string store;
-  auto deadline = std::chrono::steady_clock::now() + 30s;
-  while ((store = StoreFileOf(driver)).empty() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_FALSE(store.empty()) << "the driver made no store file";
+  // The driver's embedded node has made its store (and mapped it: the driver ran a task
+  // once the marker file exists).
+  const auto ready = base / "ready";
+  bool up = WaitFor([&] { return std::filesystem::exists(ready); }, 30s);
+  EXPECT_TRUE(up) << "the driver did not start its embedded cluster";
+  EXPECT_TRUE(HoldsObjectStore(driver));
+  EXPECT_EQ(NewRaioShmEntries(before, driver), std::vector<std::string>{});
   ::kill(driver, SIGKILL);
   ::waitpid(driver, nullptr, 0);
-  EXPECT_TRUE(std::filesystem::exists(store)) << store;
+  EXPECT_EQ(NewRaioShmEntries(before, driver), std::vector<std::string>{});
 
-  const char* old_tmpdir = std::getenv("TMPDIR");
-  std::string saved = old_tmpdir ? old_tmpdir : "";
-  ::setenv("TMPDIR", (base / "b").c_str(), 1);
   raio::InitOptions options;
   options.num_cpus = 1;
   options.object_store_memory_bytes = 32ull << 20;
   raio::Init(options);
-  EXPECT_FALSE(std::filesystem::exists(store)) << store;
   EXPECT_EQ(raio::Task(Add).Remote(1, 2).Get(), 3);
   raio::Shutdown();
-  if (old_tmpdir) {
-    ::setenv("TMPDIR", saved.c_str(), 1);
-  } else {
-    ::unsetenv("TMPDIR");
-  }
-  ::unlink(store.c_str());  // in case the assertions above failed
-  std::filesystem::remove_all(base);
+  std::filesystem::remove_all(base);  // the killed driver's session, as `raio stop` would
 }
 
-// Scenario for InitRemovesTheStoreFileOfAKilledDriver: an embedded cluster that waits
-// to be killed.
+// Scenario for ASigkilledDriverLeavesNothingInDevShm: an embedded cluster that puts an
+// object in its store, says so with $TMPDIR/ready, and waits to be killed.
 int HoldEmbeddedCluster() {
   raio::InitOptions options;
   options.num_cpus = 1;
   options.object_store_memory_bytes = 32ull << 20;
   raio::Init(options);
+  auto big = raio::Put(std::vector<double>(1 << 16, 1.0));  // 512 KiB: in the store
+  if (big.Get().size() != (1u << 16)) return 2;
+  std::ofstream(std::string(std::getenv("TMPDIR")) + "/ready") << "ok\n";
   std::this_thread::sleep_for(120s);
   return 1;
 }

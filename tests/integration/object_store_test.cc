@@ -20,13 +20,14 @@ namespace {
 
 constexpr int64_t kMiB = 1 << 20;
 
-// Whether `p` lies in a mapping of a raio store file (/proc/self/maps).
+// Whether `p` lies in a mapping of a raio object store (/proc/self/maps shows the
+// memory file as "/memfd:raio-object-store (deleted)").
 bool InStoreMapping(const void* p) {
   std::ifstream maps("/proc/self/maps");
   std::string line;
   auto addr = reinterpret_cast<uintptr_t>(p);
   while (std::getline(maps, line)) {
-    if (line.find("raio-store-") == std::string::npos) continue;
+    if (line.find("/memfd:raio-object-store") == std::string::npos) continue;
     uintptr_t lo = 0, hi = 0;
     if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && addr >= lo && addr < hi) return true;
   }

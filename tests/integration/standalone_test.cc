@@ -16,6 +16,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -328,16 +329,6 @@ std::optional<StartedCluster> StartCluster(const std::filesystem::path& tmpdir) 
                         j["session_dir"].get<std::string>()};
 }
 
-// The object store file of process `pid` in /dev/shm: its name starts with
-// raio-store-<pid>-<start ticks>-; "" when there is none.
-std::string StoreFileOf(pid_t pid) {
-  const std::string prefix = "raio-store-" + std::to_string(pid) + "-";
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
-    if (e.path().filename().string().rfind(prefix, 0) == 0) return e.path().string();
-  }
-  return "";
-}
-
 // Whether `pid` has exited (reaped, or a zombie its new parent has yet to reap).
 bool Exited(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -347,64 +338,53 @@ bool Exited(pid_t pid) {
 }
 
 // The regression: a SIGKILLed daemon's pre-faulted store file stayed in /dev/shm for
-// good unless a cluster was started again with the same TMPDIR.
-TEST(KilledDaemonTest, StartWithAnotherTmpdirRemovesKilledDaemonsStoreFile) {
+// good unless a cluster was started again with the same TMPDIR. The store is now a
+// memory file with no name, passed to drivers and workers over the node socket: a
+// killed daemon leaves nothing in /dev/shm, and its memory goes with its last holder.
+TEST(KilledDaemonTest, ASigkilledDaemonLeavesNothingInDevShm) {
   const auto base = g_base_tmp / ("raio-kd-" + std::to_string(getpid()));
-  std::optional<StartedCluster> old = StartCluster(base / "a");
-  ASSERT_TRUE(old.has_value());
-  const std::string store = StoreFileOf(old->pid);
-  ASSERT_FALSE(store.empty()) << "no store file of daemon " << old->pid;
-  ASSERT_EQ(::kill(old->pid, SIGKILL), 0);
-  ASSERT_TRUE(WaitFor([&] { return Exited(old->pid); }, 10s));
-  // Nobody removed it yet (unless a concurrent test started a cluster just now).
-  EXPECT_TRUE(std::filesystem::exists(store)) << store;
-
-  std::optional<StartedCluster> next = StartCluster(base / "b");
-  ASSERT_TRUE(next.has_value());
-  EXPECT_FALSE(std::filesystem::exists(store)) << store;
-  EXPECT_FALSE(StoreFileOf(next->pid).empty());
-  auto r = RunCommand("TMPDIR=" + next->tmpdir + " RAIO_ADDRESS=" + next->address +
-                      " RAIO_TEST_SCENARIO=basic " + g_self);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  auto stop = RunCommand("TMPDIR=" + next->tmpdir + " " + RAIO_CLI_PATH + " stop");
-  EXPECT_EQ(stop.exit_code, 0) << stop.output;
-  EXPECT_NE(stop.output.find("stopped"), std::string::npos) << stop.output;
-
-  // The killed cluster's session directory lies under its own TMPDIR (unless that was too
-  // long and both used /tmp): `raio stop` there finds no cluster and removes it.
-  stop = RunCommand("TMPDIR=" + old->tmpdir + " " + RAIO_CLI_PATH + " stop");
-  EXPECT_EQ(stop.exit_code, 0) << stop.output;
-  EXPECT_NE(stop.output.find("no running cluster found"), std::string::npos) << stop.output;
-  EXPECT_FALSE(std::filesystem::exists(old->session_dir)) << old->session_dir;
-  ::unlink(store.c_str());  // in case the assertions above failed
-  std::filesystem::remove_all(base);
-}
-
-TEST(KilledDaemonTest, StopAfterAKilledDaemonRemovesItsStoreFileAndSession) {
-  const auto base = g_base_tmp / ("raio-ks-" + std::to_string(getpid()));
+  const std::set<std::string> before = DevShmEntries();
   std::optional<StartedCluster> old = StartCluster(base);
   ASSERT_TRUE(old.has_value());
-  const std::string store = StoreFileOf(old->pid);
-  ASSERT_FALSE(store.empty()) << "no store file of daemon " << old->pid;
+  EXPECT_TRUE(HoldsObjectStore(old->pid)) << "daemon " << old->pid << " has no store";
+  // Drivers and workers map the store through the descriptor the node passed them.
+  auto r = RunCommand("TMPDIR=" + old->tmpdir + " RAIO_ADDRESS=" + old->address +
+                      " RAIO_TEST_SCENARIO=basic " + g_self);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(NewRaioShmEntries(before, old->pid), std::vector<std::string>{});
   ASSERT_EQ(::kill(old->pid, SIGKILL), 0);
   ASSERT_TRUE(WaitFor([&] { return Exited(old->pid); }, 10s));
+  EXPECT_EQ(NewRaioShmEntries(before, old->pid), std::vector<std::string>{});
+  // What it does leave, its session directory (spill files, sockets), `raio stop` removes.
   auto stop = RunCommand("TMPDIR=" + old->tmpdir + " " + RAIO_CLI_PATH + " stop");
   EXPECT_EQ(stop.exit_code, 0) << stop.output;
-  // At least its own store file (a concurrent test may have left another dead one).
   EXPECT_NE(stop.output.find("no running cluster found; removed the files of dead raio "
                              "processes: "),
             std::string::npos)
       << stop.output;
-  // Its store file is removed by this stop, or already by a concurrent test's start (every
-  // start sweeps /dev/shm), so only its absence is asserted below.
+  EXPECT_FALSE(std::filesystem::exists(old->session_dir)) << old->session_dir;
+  std::filesystem::remove_all(base);
+}
+
+TEST(KilledDaemonTest, StopAfterAKilledDaemonRemovesItsSession) {
+  const auto base = g_base_tmp / ("raio-ks-" + std::to_string(getpid()));
+  std::optional<StartedCluster> old = StartCluster(base);
+  ASSERT_TRUE(old.has_value());
+  ASSERT_EQ(::kill(old->pid, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return Exited(old->pid); }, 10s));
+  auto stop = RunCommand("TMPDIR=" + old->tmpdir + " " + RAIO_CLI_PATH + " stop");
+  EXPECT_EQ(stop.exit_code, 0) << stop.output;
+  // At least its own session (a concurrent test may have left another dead one).
+  EXPECT_NE(stop.output.find("no running cluster found; removed the files of dead raio "
+                             "processes: "),
+            std::string::npos)
+      << stop.output;
   EXPECT_NE(stop.output.find("1 session directory: "), std::string::npos) << stop.output;
-  EXPECT_FALSE(std::filesystem::exists(store)) << store;
   EXPECT_FALSE(std::filesystem::exists(old->session_dir)) << old->session_dir;
   // Its leftovers are gone: the second time finds no session directory to remove.
   stop = RunCommand("TMPDIR=" + old->tmpdir + " " + RAIO_CLI_PATH + " stop");
   EXPECT_NE(stop.output.find("no running cluster found"), std::string::npos) << stop.output;
   EXPECT_EQ(stop.output.find("session directory"), std::string::npos) << stop.output;
-  ::unlink(store.c_str());
   std::filesystem::remove_all(base);
 }
 

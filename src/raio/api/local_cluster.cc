@@ -2,14 +2,12 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/ids.h"
 #include "raio/common/process.h"
-#include "raio/node/object_store/store_files.h"
 
 namespace raio::api {
 
@@ -83,14 +81,7 @@ uint64_t ObjectStoreBytes(const LocalClusterOptions& options) {
                                config::kDefaultObjectStoreFraction);
 }
 
-DeadProcessFiles ReclaimDeadProcessFiles() {
-  DeadProcessFiles removed;
-  // Store files first, so that they are counted as such; the session sweep then removes
-  // the store files it names that are in the anonymous form.
-  removed.store_files = node::ReclaimStaleStoreFiles();
-  removed.session_dirs = CleanStaleSessions();
-  return removed;
-}
+Reclaimed ReclaimDeadProcessFiles() { return CleanStaleSessions(); }
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     const LocalClusterOptions& options) {
@@ -129,9 +120,6 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     return node.status();
   }
   cluster->node_ = std::move(*node);
-  // The store file, so that CleanStaleSessions removes it also when its name is in the
-  // anonymous form (no /proc when it was made) that the /dev/shm sweep leaves alone.
-  std::ofstream(cluster->session_dir_ + "/store") << cluster->node_->object_store_path() << "\n";
   return cluster;
 }
 

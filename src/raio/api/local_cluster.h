@@ -51,18 +51,12 @@ class LocalCluster {
   std::unique_ptr<node::NodeManager> node_;
 };
 
-// What ReclaimDeadProcessFiles removed.
-struct DeadProcessFiles {
-  Reclaimed store_files;   // object store files in /dev/shm
-  Reclaimed session_dirs;  // raio-session-* directories under TempBase()
-  uint64_t bytes() const { return store_files.bytes + session_dirs.bytes; }
-};
-// Removes the leftovers of SIGKILLed raio daemons and drivers of this user: session
-// directories under TempBase() (CleanStaleSessions) and object store files in /dev/shm
-// (node::ReclaimStaleStoreFiles; these regardless of the TMPDIR their creator had).
-// Never touches files of live processes or of other users; logs each removal at info
-// level. Runs at every LocalCluster::Create and in `raio stop`.
-DeadProcessFiles ReclaimDeadProcessFiles();
+// Removes the leftovers of SIGKILLed raio daemons and drivers of this user: their session
+// directories under TempBase() (CleanStaleSessions; spill files, sockets). Returns how
+// many and their size. Never touches files of live processes or of other users; logs
+// each removal at info level. Runs at every LocalCluster::Create and in `raio stop`.
+// (A killed node's object store memory needs no sweep: it has no file name.)
+Reclaimed ReclaimDeadProcessFiles();
 
 // The node's memory monitor settings: the options, else the environment
 // (RAIO_MEMORY_USAGE_THRESHOLD, RAIO_MEMORY_USAGE_THRESHOLD_BYTES,

@@ -98,17 +98,19 @@ JobId WorkerJobId() {
     id.mutable_data()[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
   }
   auto* loop = new EventLoop("raio-worker", config::kLoopSpin);  // lives until _exit
-  auto node = rpc::ConnectUnix(loop->io(), node_socket);
-  if (!node.ok()) {
-    RAIO_LOG_ERROR("worker cannot reach its node: {}", node.status().message());
+  // The node passes its object store's memory on connecting (the store has no file name).
+  auto connected = rpc::ConnectUnixReceivingFd(loop->io(), node_socket, config::kConnectTimeout);
+  if (!connected.ok()) {
+    RAIO_LOG_ERROR("worker cannot reach its node: {}", connected.status().message());
     _exit(2);
   }
+  std::shared_ptr<rpc::Connection> node = connected->connection;
   auto* executor = new worker::TaskExecutor();
   // The node sends actor creations on this connection. Without its node a worker has no
   // purpose: exit as soon as the node goes away.
-  (*node)->Start([executor](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
-                            std::string_view body) { executor->OnNodeRequest(c, h, body); },
-                 [](const std::shared_ptr<rpc::Connection>&, const absl::Status&) { _exit(0); });
+  node->Start([executor](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                         std::string_view body) { executor->OnNodeRequest(c, h, body); },
+              [](const std::shared_ptr<rpc::Connection>&, const absl::Status&) { _exit(0); });
   loop->Start();
   std::string socket_path = absl::StrCat(session, "/w-", hex, ".sock");
   if (absl::Status s = executor->Listen(socket_path); !s.ok()) {
@@ -125,7 +127,7 @@ JobId WorkerJobId() {
   reg.set_worker_id(id.Binary());
   reg.set_pid(getpid());
   reg.set_socket_path(socket_path);
-  auto reply = rpc::CallSync(**node, proto::REGISTER_WORKER, reg, config::kControlRpcTimeout);
+  auto reply = rpc::CallSync(*node, proto::REGISTER_WORKER, reg, config::kControlRpcTimeout);
   proto::RegisterWorkerReply r;
   if (!reply.ok() || !r.ParseFromString(*reply)) {
     RAIO_LOG_ERROR("worker registration failed: {}",
@@ -133,7 +135,7 @@ JobId WorkerJobId() {
     _exit(2);
   }
   executor->set_node_id(r.node_id());
-  auto store = worker::StoreClient::Create(*node, r.object_store_path(), r.object_store_bytes());
+  auto store = worker::StoreClient::Create(node, std::move(connected->fd), r.object_store_bytes());
   if (!store.ok()) {
     RAIO_LOG_ERROR("worker cannot map the object store: {}", store.status().message());
     _exit(2);
@@ -143,7 +145,7 @@ JobId WorkerJobId() {
     g_core = std::make_shared<worker::CoreWorker>(
         worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), session,
                                     WorkerNamespace(), WorkerJobId()},
-        *loop, *node, std::move(*store));
+        *loop, node, std::move(*store));
     executor->set_store(&g_core->store());
     executor->set_core(g_core.get());
   }
@@ -209,12 +211,14 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
         absl::StrCat("the raio cluster at ", address, " did not accept this job: ",
                      reply.ok() ? "malformed reply" : std::string(reply.status().message())));
   }
-  auto node = rpc::ConnectUnix(rt.loop->io(), jr.node_socket_path());
+  // The node passes its object store's memory on connecting (the store has no file name).
+  auto node =
+      rpc::ConnectUnixReceivingFd(rt.loop->io(), jr.node_socket_path(), config::kConnectTimeout);
   if (!node.ok()) {
     throw ClusterUnavailableError(absl::StrCat(
         "cannot reach the node daemon at ", jr.node_socket_path(), ": ", node.status().message()));
   }
-  rt.node = *node;
+  rt.node = node->connection;
   std::weak_ptr<worker::CoreWorker>* weak_core = new std::weak_ptr<worker::CoreWorker>();
   rt.node->Start(nullptr,
                  [weak_core](const std::shared_ptr<rpc::Connection>&, const absl::Status& reason) {
@@ -239,8 +243,7 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
         absl::StrCat("the node daemon refused this driver: ",
                      dreply.ok() ? "malformed reply" : std::string(dreply.status().message())));
   }
-  auto store =
-      worker::StoreClient::Create(rt.node, dr.object_store_path(), dr.object_store_bytes());
+  auto store = worker::StoreClient::Create(rt.node, std::move(node->fd), dr.object_store_bytes());
   if (!store.ok()) {
     throw ClusterUnavailableError(
         absl::StrCat("cannot map the node's object store: ", store.status().message()));

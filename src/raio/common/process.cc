@@ -196,15 +196,7 @@ Reclaimed CleanStaleSessions() {
     // A pid from another pid namespace names some other process here.
     if (uint64_t ns = 0; pid_file >> ns && ns != SelfPidNamespace()) continue;
     if (CheckProcess(static_cast<pid_t>(pid), start_ticks) != ProcessLiveness::kGone) continue;
-    uint64_t bytes = TreeAllocatedBytes(entry.path());
-    std::ifstream store_file(entry.path() / "store");
-    std::string shm;
-    struct stat shm_st {};
-    if (std::getline(store_file, shm) && shm.rfind("/dev/shm/raio-store-", 0) == 0 &&
-        ::lstat(shm.c_str(), &shm_st) == 0 && S_ISREG(shm_st.st_mode) && shm_st.st_uid == uid &&
-        ::unlink(shm.c_str()) == 0) {
-      bytes += AllocatedBytes(shm_st);
-    }
+    const uint64_t bytes = TreeAllocatedBytes(entry.path());
     RemoveTree(entry.path().string());
     RAIO_LOG_INFO("removed the session directory {} left by process {}, which is gone ({:.1f} MiB)",
                   entry.path().string(), pid, static_cast<double>(bytes) / (1 << 20));

@@ -59,8 +59,8 @@ ProcessLiveness CheckProcess(pid_t pid, std::optional<uint64_t> start_ticks = st
 
 // What a sweep of a dead process's leftovers removed.
 struct Reclaimed {
-  int files = 0;       // shared-memory files, or session directories
-  uint64_t bytes = 0;  // their allocated size (st_blocks), i.e. memory or disk given back
+  int files = 0;       // session directories
+  uint64_t bytes = 0;  // their allocated size (st_blocks), i.e. disk given back
 };
 // Writes `dir`/pid: "<pid> <start ticks> <pid namespace>\n" of this process, so that
 // CleanStaleSessions can tell when the session's owner is gone. False when the file cannot be
@@ -68,10 +68,10 @@ struct Reclaimed {
 bool WriteSessionOwner(const std::string& dir);
 // Removes raio-session-* directories under TempBase() owned by this user whose owning
 // process (the "pid" file; a pid alone, as older versions wrote it, is checked without
-// a start time; one from another pid namespace is skipped) is gone, and the shared-memory files
-// they name in "store": what a SIGKILLed driver or daemon leaves behind. Directories without a
-// readable pid file, of other users, or of live (or unknown) processes are left alone. Logs each
-// removal.
+// a start time; one from another pid namespace is skipped) is gone: what a SIGKILLed
+// driver or daemon leaves behind (spill files, sockets). Directories without a readable
+// pid file, of other users, or of live (or unknown) processes are left alone. Logs each
+// removal. (The object store's shared memory needs no sweep: it has no file name.)
 Reclaimed CleanStaleSessions();
 
 }  // namespace raio

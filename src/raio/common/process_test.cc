@@ -184,19 +184,5 @@ TEST_F(CleanStaleSessionsTest, RemovesOnlySessionsWhoseOwnerIsGone) {
   EXPECT_TRUE(fs::exists(not_session));
 }
 
-TEST_F(CleanStaleSessionsTest, RemovesTheStoreFileADeadSessionNames) {
-  const ProcessStamp dead = DeadProcessStamp();
-  fs::path dir = Session("dead", std::to_string(dead.pid) + " " + std::to_string(dead.start_ticks));
-  std::string shm = "/dev/shm/raio-store-" + std::to_string(::getpid()) + "t";
-  std::ofstream(shm) << std::string(8192, 'y');
-  std::ofstream(dir / "store") << shm << "\n";
-  Reclaimed r = CleanStaleSessions();
-  EXPECT_EQ(r.files, 1);
-  EXPECT_GE(r.bytes, 8192u + 10000u);
-  EXPECT_FALSE(fs::exists(shm));
-  EXPECT_FALSE(fs::exists(dir));
-  ::unlink(shm.c_str());
-}
-
 }  // namespace
 }  // namespace raio

@@ -50,8 +50,10 @@ absl::Status NodeManager::Start() {
                                  config::kObjectStorePrefaultBytes);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
-  auto listener = rpc::Listener::ListenUnix(loop_.io(), socket_path_,
-                                            [this](ConnPtr c) { OnAccept(std::move(c)); });
+  // Every local driver and worker receives the store's memory on connecting: it has no
+  // name to open (see ShmRegion).
+  auto listener = rpc::Listener::ListenUnix(
+      loop_.io(), socket_path_, [this](ConnPtr c) { OnAccept(std::move(c)); }, store_->shm_fd());
   if (!listener.ok()) return listener.status();
   listener_ = std::move(*listener);
   auto head = rpc::ConnectTcp(loop_.io(), options_.head_address, config::kConnectTimeout);
@@ -102,7 +104,7 @@ void NodeManager::Stop() {
   pending_.clear();
   reap_timer_.reset();
   memory_timer_.reset();
-  store_.reset();  // unmaps and unlinks the shared memory, removes spill files
+  store_.reset();  // unmaps and closes the shared memory, removes spill files
 }
 
 void NodeManager::ArmReapTimer() {
@@ -379,7 +381,6 @@ void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHead
                                        req.namespace_()});
   proto::RegisterDriverReply reply;
   reply.set_node_id(id_.Hex());
-  reply.set_object_store_path(store_->shm_path());
   reply.set_object_store_bytes(store_->capacity_bytes());
   conn->Reply(h, reply);
   // Prestart one worker so that the first task does not wait for a process start.
@@ -402,7 +403,6 @@ void NodeManager::HandleRegisterWorker(const ConnPtr& conn, const rpc::FrameHead
   peer.worker = id;
   proto::RegisterWorkerReply reply;
   reply.set_node_id(id_.Hex());
-  reply.set_object_store_path(store_->shm_path());
   reply.set_object_store_bytes(store_->capacity_bytes());
   conn->Reply(h, reply);
   ScheduleLeases();

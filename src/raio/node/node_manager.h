@@ -59,7 +59,6 @@ class NodeManager {
 
   const NodeId& id() const { return id_; }
   const std::string& socket_path() const { return socket_path_; }
-  const std::string& object_store_path() const { return store_->shm_path(); }
 
  private:
   struct Lease {

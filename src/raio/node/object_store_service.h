@@ -24,7 +24,8 @@ namespace raio::node {
 
 class ObjectStoreService {
  public:
-  // Creates the store: `capacity_bytes` of shared memory in /dev/shm, spill files under
+  // Creates the store: `capacity_bytes` of shared memory (a memory file, no name in any
+  // file system; see ShmRegion), spill files under
   // `spill_dir` (created), the first `prefault_bytes` pre-faulted in the background.
   static absl::StatusOr<std::unique_ptr<ObjectStoreService>> Create(uint64_t capacity_bytes,
                                                                     const std::string& spill_dir,
@@ -39,7 +40,8 @@ class ObjectStoreService {
   // Fails waiting CREATE_OBJECT requests whose wait is over; call periodically.
   void ExpireWaiting() { RetryPendingPins(); }
 
-  const std::string& shm_path() const { return store_->shm_path(); }
+  // The store's memory, for clients to map (they receive copies over the node socket).
+  int shm_fd() const { return store_->shm_fd(); }
   uint64_t capacity_bytes() const { return store_->region().size(); }
   void FillStats(proto::ObjectStoreStats* stats) const;
   proto::ObjectList List() const;

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "raio/common/logging.h"
+#include "raio/rpc/fd_passing.h"
 
 namespace raio::rpc {
 
@@ -35,9 +36,11 @@ Socket ToGeneric(asio::io_context& io, int family, int protocol, int fd) {
 
 absl::StatusOr<std::unique_ptr<Listener>> Listener::ListenUnix(asio::io_context& io,
                                                                const std::string& path,
-                                                               AcceptHandler on_accept) {
+                                                               AcceptHandler on_accept,
+                                                               std::optional<int> fd_for_peers) {
   if (absl::Status s = CheckUnixPath(path); !s.ok()) return s;
   auto l = std::unique_ptr<Listener>(new Listener(io, std::move(on_accept)));
+  l->fd_for_peers_ = fd_for_peers;
   ::unlink(path.c_str());
   boost::system::error_code ec;
   l->unix_ = std::make_unique<asio::local::stream_protocol::acceptor>(io);
@@ -85,15 +88,27 @@ void Listener::Stop() {
 }
 
 void Listener::AcceptUnix() {
-  unix_->async_accept(
-      [this](const boost::system::error_code& ec, asio::local::stream_protocol::socket s) {
-        if (ec == asio::error::operation_aborted || !unix_->is_open()) return;
-        if (!ec) {
-          int fd = s.release();
-          on_accept_(Connection::Create(ToGeneric(io_, AF_UNIX, 0, fd), "unix peer"));
-        }
+  unix_->async_accept([this](const boost::system::error_code& ec,
+                             asio::local::stream_protocol::socket s) {
+    if (ec == asio::error::operation_aborted || !unix_->is_open()) return;
+    if (!ec && fd_for_peers_) {
+      // A fresh socket's buffer is empty, so this does not wait in practice; the
+      // bound only keeps a broken peer from stalling the loop.
+      absl::Status sent =
+          SendFd(s.native_handle(), kFdGreeting, *fd_for_peers_, std::chrono::milliseconds(1000));
+      if (!sent.ok()) {
+        RAIO_LOG_WARN("dropping a peer of {}: cannot pass it a descriptor: {}", path_,
+                      sent.message());
         AcceptUnix();
-      });
+        return;  // `s` closes
+      }
+    }
+    if (!ec) {
+      int fd = s.release();
+      on_accept_(Connection::Create(ToGeneric(io_, AF_UNIX, 0, fd), "unix peer"));
+    }
+    AcceptUnix();
+  });
 }
 
 void Listener::AcceptTcp() {
@@ -123,6 +138,29 @@ absl::StatusOr<std::shared_ptr<Connection>> ConnectUnix(asio::io_context& io,
     return absl::UnavailableError(absl::StrCat("cannot connect to ", path, ": ", ec.message()));
   int fd = s.release();
   return Connection::Create(ToGeneric(io, AF_UNIX, 0, fd), path);
+}
+
+absl::StatusOr<ConnectionWithFd> ConnectUnixReceivingFd(asio::io_context& io,
+                                                        const std::string& path,
+                                                        std::chrono::milliseconds timeout) {
+  if (absl::Status st = CheckUnixPath(path); !st.ok()) return st;
+  asio::local::stream_protocol::socket s(io);
+  boost::system::error_code ec;
+  s.connect(asio::local::stream_protocol::endpoint(path), ec);
+  if (ec)
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", path, ": ", ec.message()));
+  absl::StatusOr<ReceivedFd> got = ReceiveFd(s.native_handle(), kFdGreeting.size(), timeout);
+  if (!got.ok()) {
+    return absl::Status(got.status().code(), absl::StrCat("no file descriptor from ", path, ": ",
+                                                          got.status().message()));
+  }
+  if (got->message != kFdGreeting) {
+    return absl::DataLossError(absl::StrCat(
+        path, " did not greet with a file descriptor as a raio node of this version does"));
+  }
+  int fd = s.release();
+  return ConnectionWithFd{Connection::Create(ToGeneric(io, AF_UNIX, 0, fd), path),
+                          std::move(got->fd)};
 }
 
 absl::StatusOr<std::shared_ptr<Connection>> ConnectTcp(asio::io_context& io,

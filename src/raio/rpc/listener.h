@@ -1,5 +1,6 @@
 // Listener: accepts connections on a Unix socket path or a TCP endpoint and hands each
-// one, as a started-later Connection, to the owner's accept handler.
+// one, as a started-later Connection, to the owner's accept handler. A Unix listener may
+// first hand every peer a file descriptor (fd_passing.h), before any frame.
 // Also: blocking connect helpers and a blocking call for non-loop threads.
 // Threading: accepts run on the given io_context's loop thread; Stop() from that thread
 // or after the loop stopped.
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "raio/common/unique_fd.h"
 #include "raio/rpc/connection.h"
 
 namespace raio::rpc {
@@ -23,10 +25,14 @@ class Listener {
  public:
   using AcceptHandler = std::function<void(std::shared_ptr<Connection>)>;
 
-  // Binds a Unix socket at `path` (an old file there is removed).
-  static absl::StatusOr<std::unique_ptr<Listener>> ListenUnix(boost::asio::io_context& io,
-                                                              const std::string& path,
-                                                              AcceptHandler on_accept);
+  // Binds a Unix socket at `path` (an old file there is removed). With `fd_for_peers`,
+  // every accepted peer first receives kFdGreeting with a copy of that descriptor
+  // attached (SendFd), before the Connection exists; such peers must connect with
+  // ConnectUnixReceivingFd. The descriptor stays the caller's and must stay open while
+  // the listener lives. A peer the descriptor cannot be sent to is logged and dropped.
+  static absl::StatusOr<std::unique_ptr<Listener>> ListenUnix(
+      boost::asio::io_context& io, const std::string& path, AcceptHandler on_accept,
+      std::optional<int> fd_for_peers = std::nullopt);
   // Binds TCP on host:port (port 0 picks a free one; see port()).
   static absl::StatusOr<std::unique_ptr<Listener>> ListenTcp(boost::asio::io_context& io,
                                                              const std::string& host, int port,
@@ -45,12 +51,26 @@ class Listener {
   std::unique_ptr<boost::asio::local::stream_protocol::acceptor> unix_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> tcp_;
   std::string path_;
+  std::optional<int> fd_for_peers_;
   int port_ = 0;
 };
 
 // Connects to a Unix socket; the connection's callbacks run on `io`'s loop.
 absl::StatusOr<std::shared_ptr<Connection>> ConnectUnix(boost::asio::io_context& io,
                                                         const std::string& path);
+// A connection whose listener handed it a descriptor on connect.
+struct ConnectionWithFd {
+  std::shared_ptr<Connection> connection;
+  UniqueFd fd;
+};
+// Connects to a Unix socket whose listener has `fd_for_peers` and receives that
+// descriptor, waiting at most `timeout` for it; blocks. Errors: as ConnectUnix;
+// DeadlineExceeded (nothing came), DataLoss (no descriptor came, or the greeting was not
+// kFdGreeting: the listener is not one that passes descriptors), Unavailable (the
+// listener closed the connection first).
+absl::StatusOr<ConnectionWithFd> ConnectUnixReceivingFd(boost::asio::io_context& io,
+                                                        const std::string& path,
+                                                        std::chrono::milliseconds timeout);
 // Connects to "host:port" over TCP within `timeout`.
 absl::StatusOr<std::shared_ptr<Connection>> ConnectTcp(boost::asio::io_context& io,
                                                        const std::string& address,

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,19 +38,29 @@ struct StoreClient::Mapping {
 };
 
 absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(
-    std::shared_ptr<rpc::Connection> node, const std::string& path, uint64_t size_bytes) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot open the object store ", path, ": ", std::strerror(errno)));
+    std::shared_ptr<rpc::Connection> node, UniqueFd store_fd, uint64_t size_bytes) {
+  if (!store_fd.valid()) {
+    return absl::InvalidArgumentError("no object store descriptor to map");
   }
-  void* base = ::mmap(nullptr, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
-  ::close(fd);
+  if (size_bytes == 0) return absl::InvalidArgumentError("the object store's size is 0");
+  struct stat st {};
+  if (::fstat(store_fd.get(), &st) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the object store descriptor is unusable: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) < size_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the object store descriptor is not the node's store: expected a memory file of ",
+        size_bytes, " bytes, got ",
+        S_ISREG(st.st_mode) ? absl::StrCat("one of ", st.st_size, " bytes")
+                            : std::string("something that is not a file")));
+  }
+  void* base = ::mmap(nullptr, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, store_fd.get(), 0);
   if (base == MAP_FAILED) {
     return absl::UnavailableError(
-        absl::StrCat("cannot map the object store ", path, ": ", std::strerror(err)));
+        absl::StrCat("cannot map the object store: ", std::strerror(errno)));
   }
+  // store_fd closes here; the mapping keeps the memory.
   auto mapping = std::make_shared<Mapping>();
   mapping->base = static_cast<uint8_t*>(base);
   mapping->size = size_bytes;

@@ -1,7 +1,8 @@
 // StoreClient: a driver's or worker's access to its node's shared-memory object store.
-// Maps the store's file once; creates objects by RPC to the node and writes them
-// through the mapping (one copy), and reads sealed objects in place: Get pins the
-// object and returns a view whose keeper unpins it when the last copy goes.
+// Maps the store's memory once, from the descriptor the node passed when this process
+// connected (there is no file to open; see node/object_store/shm_region.h); creates objects by RPC
+// to the node and writes them through the mapping (one copy), and reads sealed objects in place:
+// Get pins the object and returns a view whose keeper unpins it when the last copy goes.
 //
 // Every object in the store starts with a 64-byte header (magic, format, dtype, payload
 // size) so that it describes itself, also after a spill; the payload follows at a
@@ -19,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "raio/common/ids.h"
+#include "raio/common/unique_fd.h"
 #include "raio/rpc/connection.h"
 #include "raio/serialization.h"
 
@@ -28,9 +30,14 @@ class StoreClient {
  public:
   static constexpr uint64_t kHeaderBytes = 64;
 
-  // Maps `path` (`size_bytes` long) read/write.
+  // Maps the store's memory `store_fd` (`size_bytes` long, as the node's registration
+  // reply says) read/write, then closes `store_fd` (the mapping keeps the memory).
+  // `node` is the connection for the store's RPCs. Errors: InvalidArgument (no
+  // descriptor, size 0, or a descriptor that is not a memory file of at least
+  // `size_bytes`: mapping past its end would SIGBUS on touch), Unavailable (mmap
+  // failed; errno's text). Does not block.
   static absl::StatusOr<std::unique_ptr<StoreClient>> Create(std::shared_ptr<rpc::Connection> node,
-                                                             const std::string& path,
+                                                             UniqueFd store_fd,
                                                              uint64_t size_bytes);
 
   // The largest payload one object can have: the store's capacity less the header. Every

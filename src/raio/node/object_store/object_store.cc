@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<ObjectStore>> ObjectStore::Create(Options options
     }
   }
   absl::StatusOr<std::unique_ptr<ShmRegion>> region =
-      ShmRegion::Create(options.shm_dir, options.capacity_bytes, options.prefault,
+      ShmRegion::Create(options.capacity_bytes, options.prefault,
                         ShmRegion::kDefaultPrefaultChunkBytes, options.prefault_bytes);
   if (!region.ok()) return region.status();
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(options), *std::move(region)));
@@ -49,7 +49,7 @@ ObjectStore::~ObjectStore() {
   for (const auto& [id, e] : objects_) {
     if (e.has_spill_file) RemoveSpillFile(SpillPath(id));
   }
-  // region_'s destructor stops pre-faulting, unmaps and unlinks.
+  // region_'s destructor stops pre-faulting, unmaps and closes the memory file.
 }
 
 absl::StatusOr<ObjectLocation> ObjectStore::CreateObject(const ObjectId& id, uint64_t size,

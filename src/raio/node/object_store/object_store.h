@@ -33,7 +33,6 @@
 #include "raio/internal/object_id.h"
 #include "raio/node/object_store/allocator.h"
 #include "raio/node/object_store/shm_region.h"
-#include "raio/node/object_store/store_files.h"
 
 namespace raio::node {
 
@@ -78,7 +77,6 @@ struct ObjectInfo {
 class ObjectStore {
  public:
   struct Options {
-    std::string shm_dir = kDefaultShmDir;
     uint64_t capacity_bytes = 0;
     // Where spill files go; must exist. Empty: spilling is off, and a full store
     // refuses new objects (restored copies can still be evicted, but there are none).
@@ -90,19 +88,20 @@ class ObjectStore {
     uint64_t prefault_bytes = UINT64_MAX;
   };
 
-  // Creates the region (see ShmRegion::Create for the file, mapping and pre-faulting)
-  // and an empty store. Errors: InvalidArgument (capacity 0, spill_dir not a
-  // directory), ResourceExhausted (shm_dir too small), Internal (file or mmap failure,
-  // with errno's text). Does not wait for pre-faulting.
+  // Creates the region (see ShmRegion::Create for the memory file, mapping and
+  // pre-faulting) and an empty store. Errors: InvalidArgument (capacity 0, spill_dir not
+  // a directory), ResourceExhausted (capacity above the machine's memory), Internal
+  // (memfd or mmap failure, with errno's text). Does not wait for pre-faulting.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<ObjectStore>> Create(Options options);
-  // Stops the prefault thread, unmaps the region, unlinks its file and removes every
-  // spill file this store wrote.
+  // Stops the prefault thread, unmaps the region, closes its descriptor and removes
+  // every spill file this store wrote.
   ~ObjectStore();
   ObjectStore(const ObjectStore&) = delete;
   ObjectStore& operator=(const ObjectStore&) = delete;
 
-  // The region's file; clients open it O_RDWR and mmap it MAP_SHARED at its full size.
-  const std::string& shm_path() const { return region_->path(); }
+  // The region's descriptor (owned by the store); clients receive copies of it and mmap
+  // them read/write, MAP_SHARED, at the region's full size.
+  int shm_fd() const { return region_->fd(); }
   // The store's own mapping of the region, valid for the store's lifetime.
   uint8_t* base() { return region_->base(); }
   const ShmRegion& region() const { return *region_; }

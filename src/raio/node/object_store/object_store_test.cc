@@ -139,7 +139,8 @@ TEST_F(ObjectStoreTest, DeleteOfPinnedObjectWaitsForTheLastUnpin) {
 TEST_F(ObjectStoreTest, AnotherProcessMappingSeesTheSameBytes) {
   absl::StatusOr<ObjectLocation> loc = store_->CreateObject(Id(0), 4096, 1);
   ASSERT_TRUE(loc.ok());
-  int fd = open(store_->shm_path().c_str(), O_RDWR);
+  // What a client does with the descriptor it received: map it (here, a copy of it).
+  int fd = dup(store_->shm_fd());
   ASSERT_GE(fd, 0);
   void* m = mmap(nullptr, kCapacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
@@ -179,9 +180,6 @@ TEST_F(ObjectStoreTest, CreateValidatesOptions) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  absl::StatusOr<std::unique_ptr<ObjectStore>> bad_shm =
-      ObjectStore::Create({.shm_dir = spill_dir_ + "/missing", .capacity_bytes = 4096});
-  EXPECT_EQ(bad_shm.status().code(), absl::StatusCode::kInternal);
   absl::StatusOr<std::unique_ptr<ObjectStore>> odd = ObjectStore::Create({.capacity_bytes = 1000});
   ASSERT_TRUE(odd.ok()) << odd.status();
   EXPECT_EQ((*odd)->stats().capacity_bytes, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));

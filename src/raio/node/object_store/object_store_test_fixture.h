@@ -1,4 +1,4 @@
-// Shared fixture for the object store tests: a 1 MiB store over /dev/shm with a
+// Shared fixture for the object store tests: a 1 MiB store (a memory file) with a
 // spill directory from mkdtemp, plus helpers that write and check byte patterns
 // through the store's mapping.
 #pragma once

@@ -2,17 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "raio/common/logging.h"
-#include "raio/node/object_store/store_files.h"
+#include "raio/common/process.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -24,14 +22,17 @@ namespace {
 
 uint64_t PageSize() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 
-absl::Status ErrnoError(absl::string_view what, const std::string& path, int err) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(err)));
+absl::Status ErrnoError(absl::string_view what, int err) {
+  return absl::InternalError(
+      absl::StrCat(what, " (the object store's memory): ", std::strerror(err)));
 }
+
+// The name shown in /proc/<pid>/fd and /proc/<pid>/maps ("/memfd:raio-object-store").
+constexpr char kMemfdName[] = "raio-object-store";
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& dir,
-                                                             uint64_t size_bytes, bool prefault,
+absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(uint64_t size_bytes, bool prefault,
                                                              uint64_t prefault_chunk_bytes,
                                                              uint64_t prefault_limit_bytes) {
   if (size_bytes == 0) return absl::InvalidArgumentError("object store capacity must be > 0");
@@ -40,38 +41,25 @@ absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& 
     return absl::InvalidArgumentError(absl::StrCat("capacity too large: ", size_bytes));
   }
   const uint64_t size = (size_bytes + page - 1) / page * page;
-
-  struct statvfs fs {};
-  if (statvfs(dir.c_str(), &fs) != 0) return ErrnoError("statvfs", dir, errno);
-  const uint64_t avail = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-  if (avail < size) {
+  // A memory file has no file-system limit to check; the machine's memory is the bound
+  // (beyond it, touching the pages would end in the OOM killer).
+  const int64_t memory = DetectMemoryBytes();
+  if (memory > 0 && size > static_cast<uint64_t>(memory)) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("object store needs ", size, " bytes in ", dir, " but only ", avail,
-                     " are free (enlarge the tmpfs or lower the store's capacity)"));
+        absl::StrCat("object store of ", size, " bytes is larger than this machine's memory (",
+                     memory, " bytes); lower the store's capacity"));
   }
 
-  // The name records this process, so that a later sweep can tell when it is gone.
-  std::string path_template = absl::StrCat(dir, "/", SelfStoreFileStem(), "XXXXXX");
-  std::vector<char> buf(path_template.begin(), path_template.end());
-  buf.push_back('\0');
-  int fd = mkstemp(buf.data());
-  if (fd < 0) return ErrnoError("mkstemp", path_template, errno);
-  std::string path(buf.data());
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    int err = errno;
-    close(fd);
-    unlink(path.c_str());
-    return ErrnoError("ftruncate", path, err);
+  UniqueFd fd(::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return ErrnoError("memfd_create", errno);
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return ErrnoError("ftruncate", errno);
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return ErrnoError("sealing", errno);
   }
-  void* addr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int mmap_errno = errno;
-  close(fd);  // the mapping keeps the file's pages; clients open the path
-  if (addr == MAP_FAILED) {
-    unlink(path.c_str());
-    return ErrnoError("mmap", path, mmap_errno);
-  }
+  void* addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (addr == MAP_FAILED) return ErrnoError("mmap", errno);
   std::unique_ptr<ShmRegion> region(
-      new ShmRegion(std::move(path), static_cast<uint8_t*>(addr), size));
+      new ShmRegion(std::move(fd), static_cast<uint8_t*>(addr), size));
   region->prefault_limit_ = prefault_limit_bytes;
   if (prefault) {
     const uint64_t chunk = std::max(page, prefault_chunk_bytes / page * page);
@@ -82,14 +70,14 @@ absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& 
   return region;
 }
 
-ShmRegion::ShmRegion(std::string path, uint8_t* base, uint64_t size)
-    : path_(std::move(path)), base_(base), size_(size) {}
+ShmRegion::ShmRegion(UniqueFd fd, uint8_t* base, uint64_t size)
+    : fd_(std::move(fd)), base_(base), size_(size) {}
 
 ShmRegion::~ShmRegion() {
   stop_.store(true, std::memory_order_release);
   if (prefault_thread_.joinable()) prefault_thread_.join();
-  munmap(base_, size_);
-  unlink(path_.c_str());
+  ::munmap(base_, size_);
+  // fd_ closes; the memory goes once the clients' descriptors and mappings go too.
 }
 
 void ShmRegion::PrefaultLoop(uint64_t chunk_bytes) {
@@ -103,7 +91,7 @@ void ShmRegion::PrefaultLoop(uint64_t chunk_bytes) {
       if (madvise(base_ + offset, len, MADV_POPULATE_WRITE) != 0) {
         if (errno == EINTR || errno == EAGAIN) continue;  // retry the same chunk
         if (errno != EINVAL) {  // EINVAL: kernel too old; anything else is real
-          RAIO_LOG_WARN("object store: pre-faulting {} stopped at offset {}: {}", path_, offset,
+          RAIO_LOG_WARN("object store: pre-faulting stopped at offset {}: {}", offset,
                         std::strerror(errno));
           break;
         }

@@ -1,10 +1,12 @@
 #include "raio/node/object_store/shm_region.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -13,15 +15,10 @@
 namespace raio::node {
 namespace {
 
-bool FileExists(const std::string& path) {
-  struct stat st {};
-  return stat(path.c_str(), &st) == 0;
-}
-
 TEST(ShmRegionTest, PrefaultsTheWholeRegionInTheBackground) {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   absl::StatusOr<std::unique_ptr<ShmRegion>> r =
-      ShmRegion::Create("/dev/shm", 8ull << 20, /*prefault=*/true, /*chunk=*/1ull << 20);
+      ShmRegion::Create(8ull << 20, /*prefault=*/true, /*chunk=*/1ull << 20);
   ASSERT_TRUE(r.ok()) << r.status();
   ShmRegion& region = **r;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -43,7 +40,7 @@ TEST(ShmRegionTest, PrefaultsTheWholeRegionInTheBackground) {
 
 TEST(ShmRegionTest, WithoutPrefaultNothingIsTouched) {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  absl::StatusOr<std::unique_ptr<ShmRegion>> r = ShmRegion::Create("/dev/shm", 1ull << 20, false);
+  absl::StatusOr<std::unique_ptr<ShmRegion>> r = ShmRegion::Create(1ull << 20, false);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE((*r)->prefault_done());
   EXPECT_EQ((*r)->prefaulted_bytes(), 0u);
@@ -54,32 +51,53 @@ TEST(ShmRegionTest, WithoutPrefaultNothingIsTouched) {
   EXPECT_EQ(n, 0);
 }
 
-TEST(ShmRegionTest, FileIsNamedSizedAndRemovedWithTheRegion) {
+TEST(ShmRegionTest, IsAnUnnamedSealedMemoryFileOfWholePages) {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  absl::StatusOr<std::unique_ptr<ShmRegion>> r = ShmRegion::Create("/dev/shm", page + 1, false);
+  absl::StatusOr<std::unique_ptr<ShmRegion>> r = ShmRegion::Create(page + 1, false);
   ASSERT_TRUE(r.ok()) << r.status();
-  const std::string path = (*r)->path();
-  // raio-store-<pid>-<start ticks>-<pid namespace>-XXXXXX (store_files_test checks the parts).
-  EXPECT_EQ(path.rfind("/dev/shm/raio-store-" + std::to_string(getpid()) + "-", 0), 0u) << path;
+  const int fd = (*r)->fd();
   EXPECT_EQ((*r)->size(), 2 * page);
   struct stat st {};
-  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
   EXPECT_EQ(static_cast<uint64_t>(st.st_size), 2 * page);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A memory file: no name in any file system, only /proc's description of the fd.
+  char link[256] = {};
+  ASSERT_GT(readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), link, sizeof(link) - 1), 0);
+  EXPECT_EQ(std::string(link).rfind("/memfd:raio-object-store", 0), 0u) << link;
+  // Not inherited across exec by the node's workers; they receive it on connecting.
+  EXPECT_TRUE(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+  // Sealed: no holder of the descriptor can resize it under the others' mappings.
+  EXPECT_EQ(fcntl(fd, F_GET_SEALS), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  EXPECT_NE(ftruncate(fd, static_cast<off_t>(page)), 0);
+  EXPECT_NE(ftruncate(fd, static_cast<off_t>(4 * page)), 0);
+}
+
+TEST(ShmRegionTest, AMappingOfTheDescriptorSeesTheRegionsBytes) {
+  absl::StatusOr<std::unique_ptr<ShmRegion>> r = ShmRegion::Create(1ull << 20, false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ShmRegion& region = **r;
+  int fd = dup(region.fd());  // as a client holds the copy it received
+  ASSERT_GE(fd, 0);
+  void* m = mmap(nullptr, region.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* client = static_cast<uint8_t*>(m);
+  client[12345] = 0x5a;
+  EXPECT_EQ(region.base()[12345], 0x5a);
+  region.base()[777] = 0xa5;
+  EXPECT_EQ(client[777], 0xa5);
+  // The client's mapping outlives the region (a driver still holding views).
   r->reset();
-  EXPECT_FALSE(FileExists(path));
+  EXPECT_EQ(client[12345], 0x5a);
+  munmap(m, 1ull << 20);
 }
 
 TEST(ShmRegionTest, CreateReportsBadArguments) {
-  absl::StatusOr<std::unique_ptr<ShmRegion>> zero = ShmRegion::Create("/dev/shm", 0);
+  absl::StatusOr<std::unique_ptr<ShmRegion>> zero = ShmRegion::Create(0);
   EXPECT_EQ(zero.status().code(), absl::StatusCode::kInvalidArgument);
-  absl::StatusOr<std::unique_ptr<ShmRegion>> missing =
-      ShmRegion::Create("/nonexistent-raio-dir", 4096);
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInternal);
-  EXPECT_NE(missing.status().message().find("No such file or directory"), std::string::npos)
-      << missing.status();
-  // More than the tmpfs holds fails up front instead of SIGBUS on first touch.
-  absl::StatusOr<std::unique_ptr<ShmRegion>> huge = ShmRegion::Create("/dev/shm", 1ull << 60);
+  // More than the machine's memory fails up front.
+  absl::StatusOr<std::unique_ptr<ShmRegion>> huge = ShmRegion::Create(1ull << 60);
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
 }
 
