@@ -152,6 +152,7 @@ TEST_F(ActorTest, NamesAndNamespaces) {
   // The same name in another namespace is fine.
   auto other = raio::Actor(Counter::Create).SetName("hits").SetNamespace("team-b").Remote(1);
   EXPECT_EQ(raio::GetActor<Counter>("hits", "team-b")->Task(&Counter::Get).Remote().Get(), 1);
+  EXPECT_EQ(other.Task(&Counter::Get).Remote().Get(), 1);
   // A name is free again once its actor is dead.
   counter.Kill();
   EXPECT_FALSE(raio::GetActor<Counter>("hits").has_value());

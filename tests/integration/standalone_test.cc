@@ -241,7 +241,9 @@ TEST_F(StandaloneTest, DetachedActorsOutliveTheirJobAndShowInListings) {
   EXPECT_TRUE(settled) << actors().dump();
   json listed = actors();  // keep the temporary alive while iterating into it
   for (const auto& x : listed["actors"]) {
-    if (x["name"] == "temp") EXPECT_EQ(x["death_cause"], "its job ended");
+    if (x["name"] == "temp") {
+      EXPECT_EQ(x["death_cause"], "its job ended");
+    }
     EXPECT_EQ(x["namespace"], "shared");
   }
   auto status = RunCommand(std::string(RAIO_CLI_PATH) + " status");

@@ -113,7 +113,9 @@ TEST_F(HeadServiceTest, ShutdownRequestsNeedTheHeadsToken) {
   EXPECT_EQ(shutdowns.load(), 1);
   // A head started without a token refuses them all.
   head_->Stop();
-  head = HeadService::Create({.on_shutdown_request = [&shutdowns] { ++shutdowns; }});
+  HeadService::Options no_token;
+  no_token.on_shutdown_request = [&shutdowns] { ++shutdowns; };
+  head = HeadService::Create(no_token);
   ASSERT_TRUE(head.ok());
   head_ = std::move(*head);
   auto other = Connect("y");

@@ -178,7 +178,9 @@ absl::StatusOr<std::unique_ptr<ActorEngineClient>> ActorEngineClient::Create(
     const ActorEngineOptions& o) {
   absl::StatusOr<LoadedModel> model = LoadModelDir(o.model_dir);
   if (!model.ok()) return model.status();
-  model->weights = ModelWeights{model->weights.config};  // only the tokenizer is used here
+  ModelWeights empty;  // only the tokenizer is used here
+  empty.config = model->weights.config;
+  model->weights = std::move(empty);
   const EngineConfig& e = o.engine;
   wire::Config c{o.model_dir,
                  e.max_num_seqs,

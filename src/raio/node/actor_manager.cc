@@ -38,107 +38,103 @@ proto::ActorInfo ActorManager::Info(const Record& r) const {
   return info;
 }
 
-bool ActorManager::Handle(const std::shared_ptr<rpc::Connection>& conn, JobId job,
-                          const rpc::FrameHeader& h, std::string_view body) {
-  auto parse = [&](google::protobuf::MessageLite& m) {
-    if (m.ParseFromArray(body.data(), static_cast<int>(body.size()))) return true;
-    if (h.kind == rpc::FrameKind::kRequest) {
-      conn->ReplyError(h, absl::InvalidArgumentError("malformed actor request"));
+void ActorManager::RegisterHandlers(rpc::Service& service, JobOf job_of) {
+  service.Handle<proto::CREATE_ACTOR>([this, job_of](
+                                          const rpc::Responder<proto::CREATE_ACTOR>& responder,
+                                          proto::CreateActorRequest& req) {
+    const auto& conn = responder.conn();
+    const auto& h = responder.header();
+    JobId job = job_of(*conn);
+
+    const proto::ActorSpec& spec = req.spec();
+    ActorId id = ActorId::FromBinary(spec.actor_id());
+    if (id.IsNil() || actors_.count(id)) {
+      conn->ReplyError(h, absl::InvalidArgumentError("bad or reused actor id"));
+      return;
     }
-    return false;
-  };
-  switch (h.method) {
-    case proto::CREATE_ACTOR: {
-      proto::CreateActorRequest req;
-      if (!parse(req)) return true;
-      const proto::ActorSpec& spec = req.spec();
-      ActorId id = ActorId::FromBinary(spec.actor_id());
-      if (id.IsNil() || actors_.count(id)) {
-        conn->ReplyError(h, absl::InvalidArgumentError("bad or reused actor id"));
-        return true;
+    auto demand = ResourceSet::FromProto(spec.resources());
+    if (!demand.ok()) return conn->ReplyError(h, demand.status());
+    if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
+      conn->ReplyError(h, absl::ResourceExhaustedError(absl::StrCat(
+                              "no node can ever hold an actor demanding ", demand->ToString(), " (",
+                              f.message(), "); cluster resources: ", cluster_description_())));
+      return;
+    }
+    if (!spec.name().empty()) {
+      auto key = std::make_pair(spec.namespace_(), spec.name());
+      if (names_.count(key)) {
+        conn->ReplyError(h, absl::AlreadyExistsError(absl::StrCat("an actor named '", spec.name(),
+                                                                  "' already exists in namespace '",
+                                                                  spec.namespace_(), "'")));
+        return;
       }
-      auto demand = ResourceSet::FromProto(spec.resources());
-      if (!demand.ok()) return conn->ReplyError(h, demand.status()), true;
-      if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
-        conn->ReplyError(h,
-                         absl::ResourceExhaustedError(absl::StrCat(
-                             "no node can ever hold an actor demanding ", demand->ToString(), " (",
-                             f.message(), "); cluster resources: ", cluster_description_())));
-        return true;
-      }
-      if (!spec.name().empty()) {
-        auto key = std::make_pair(spec.namespace_(), spec.name());
-        if (names_.count(key)) {
-          conn->ReplyError(h, absl::AlreadyExistsError(absl::StrCat(
-                                  "an actor named '", spec.name(),
-                                  "' already exists in namespace '", spec.namespace_(), "'")));
-          return true;
+      names_[key] = id;
+    }
+    Record& r = actors_[id];
+    r.spec = spec;
+    r.job = job;
+    conn->Reply(h, Info(r));
+  });
+  service.Handle<proto::WAIT_ACTOR>(
+      [this](const rpc::Responder<proto::WAIT_ACTOR>& responder, proto::WaitActorRequest& req) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+        auto it = actors_.find(ActorId::FromBinary(req.actor_id()));
+        if (it == actors_.end()) {
+          conn->ReplyError(h, absl::NotFoundError("no such actor on this node"));
+          return;
         }
-        names_[key] = id;
-      }
-      Record& r = actors_[id];
-      r.spec = spec;
-      r.job = job;
-      conn->Reply(h, Info(r));
-      return true;
-    }
-    case proto::WAIT_ACTOR: {
-      proto::WaitActorRequest req;
-      if (!parse(req)) return true;
-      auto it = actors_.find(ActorId::FromBinary(req.actor_id()));
-      if (it == actors_.end()) {
-        conn->ReplyError(h, absl::NotFoundError("no such actor on this node"));
-        return true;
-      }
-      Record& r = it->second;
-      if (r.state == proto::ACTOR_DEAD ||
-          (r.state == proto::ACTOR_ALIVE && r.incarnation >= req.min_incarnation())) {
-        conn->Reply(h, Info(r));
-      } else {
-        r.waiters.emplace_back(conn, h);
-        r.waiter_min_incarnation.push_back(req.min_incarnation());
-      }
-      return true;
-    }
-    case proto::GET_NAMED_ACTOR: {
-      proto::GetNamedActorRequest req;
-      if (!parse(req)) return true;
-      auto it = names_.find({req.namespace_(), req.name()});
-      if (it == names_.end()) {
-        conn->ReplyError(h, absl::NotFoundError("no live actor with that name"));
-      } else {
-        conn->Reply(h, Info(actors_.at(it->second)));
-      }
-      return true;
-    }
-    case proto::KILL_ACTOR: {
-      proto::KillActorRequest req;
-      if (!parse(req)) return true;
-      auto it = actors_.find(ActorId::FromBinary(req.actor_id()));
-      if (it != actors_.end() && it->second.state != proto::ACTOR_DEAD) {
         Record& r = it->second;
-        int max = r.spec.max_restarts();
-        bool can_restart = max < 0 || static_cast<int>(r.num_restarts) < max;
-        if (req.no_restart() || !can_restart) {
-          Bury(r,
-               req.no_restart() ? "it was killed with Kill()"
-                                : "it was killed with Kill(false) and had no restarts left",
-               /*kill_worker=*/true);
-        } else if (!r.worker.IsNil()) {
-          WorkerId w = r.worker;
-          pool_.Kill(w);  // the restart happens in OnWorkerGone
-          OnWorkerGone(w);
+        if (r.state == proto::ACTOR_DEAD ||
+            (r.state == proto::ACTOR_ALIVE && r.incarnation >= req.min_incarnation())) {
+          conn->Reply(h, Info(r));
+        } else {
+          r.waiters.emplace_back(conn, h);
+          r.waiter_min_incarnation.push_back(req.min_incarnation());
         }
-      }
-      if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
-      return true;
-    }
-    case proto::LIST_ACTORS:
-      conn->Reply(h, List());
-      return true;
-    default:
-      return false;
-  }
+      });
+  service.Handle<proto::GET_NAMED_ACTOR>(
+      [this](const rpc::Responder<proto::GET_NAMED_ACTOR>& responder,
+             proto::GetNamedActorRequest& req) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+
+        auto it = names_.find({req.namespace_(), req.name()});
+        if (it == names_.end()) {
+          conn->ReplyError(h, absl::NotFoundError("no live actor with that name"));
+        } else {
+          conn->Reply(h, Info(actors_.at(it->second)));
+        }
+      });
+  service.Handle<proto::KILL_ACTOR>(
+      [this](const rpc::Responder<proto::KILL_ACTOR>& responder, proto::KillActorRequest& req) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+
+        auto it = actors_.find(ActorId::FromBinary(req.actor_id()));
+        if (it != actors_.end() && it->second.state != proto::ACTOR_DEAD) {
+          Record& r = it->second;
+          int max = r.spec.max_restarts();
+          bool can_restart = max < 0 || static_cast<int>(r.num_restarts) < max;
+          if (req.no_restart() || !can_restart) {
+            Bury(r,
+                 req.no_restart() ? "it was killed with Kill()"
+                                  : "it was killed with Kill(false) and had no restarts left",
+                 /*kill_worker=*/true);
+          } else if (!r.worker.IsNil()) {
+            WorkerId w = r.worker;
+            pool_.Kill(w);  // the restart happens in OnWorkerGone
+            OnWorkerGone(w);
+          }
+        }
+        if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
+      });
+  service.Handle<proto::LIST_ACTORS>(
+      [this](const rpc::Responder<proto::LIST_ACTORS>& responder, const proto::Empty&) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+        conn->Reply(h, List());
+      });
 }
 
 void ActorManager::Schedule(std::map<WorkerKey, int>* workers_needed) {

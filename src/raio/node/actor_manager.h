@@ -20,6 +20,7 @@
 #include "raio/node/scheduler/local_resource_manager.h"
 #include "raio/node/worker_pool/worker_pool.h"
 #include "raio/rpc/connection.h"
+#include "raio/rpc/service.h"
 
 namespace raio::node {
 
@@ -28,10 +29,11 @@ class ActorManager {
   ActorManager(LocalResourceManager& resources, WorkerPool& pool, std::string node_id,
                std::function<std::string()> cluster_description);
 
-  // Handles the actor methods (CREATE/WAIT/GET_NAMED/KILL/LIST_ACTORS); returns false
-  // for other methods. `job` is the requester's job.
-  bool Handle(const std::shared_ptr<rpc::Connection>& conn, JobId job, const rpc::FrameHeader& h,
-              std::string_view body);
+  // The job of the driver or worker on a connection (0 when it has not registered).
+  using JobOf = std::function<JobId(const rpc::Connection&)>;
+  // Adds the actor methods (CREATE/WAIT/GET_NAMED/KILL/LIST_ACTORS) to `service`; the
+  // handlers reply on the caller's connection. `this` must outlive it.
+  void RegisterHandlers(rpc::Service& service, JobOf job_of);
   // Places pending actors on idle workers started for their job and GPUs; adds the
   // workers still to start to `workers_needed`.
   void Schedule(std::map<WorkerKey, int>* workers_needed);

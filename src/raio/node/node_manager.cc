@@ -50,6 +50,7 @@ absl::Status NodeManager::Start() {
                                  config::kObjectStorePrefaultBytes);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
+  RegisterHandlers();
   // Every local driver and worker receives the store's memory on connecting: it has no
   // name to open (see ShmRegion).
   auto listener = rpc::Listener::ListenUnix(
@@ -71,7 +72,7 @@ absl::Status NodeManager::Start() {
   reg.set_socket_path(socket_path_);
   reg.set_hostname(Hostname());
   options_.total.ToProto(reg.mutable_total());
-  auto reply = rpc::CallSync(*head_, proto::REGISTER_NODE, reg, config::kControlRpcTimeout);
+  auto reply = rpc::CallSync<proto::REGISTER_NODE>(*head_, reg);
   if (!reply.ok()) return reply.status();
   loop_.Post([this] {
     ArmReapTimer();
@@ -290,79 +291,117 @@ void NodeManager::OnAccept(ConnPtr conn) {
 
 void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h, std::string_view body) {
   if (stopped_) return;
-  auto parse = [&](google::protobuf::MessageLite& m) {
-    if (m.ParseFromArray(body.data(), static_cast<int>(body.size()))) return true;
-    RAIO_LOG_WARN("malformed request (method {}) from {}", h.method, conn->peer_name());
-    if (h.kind == rpc::FrameKind::kRequest) {
-      conn->ReplyError(h, absl::InvalidArgumentError("malformed request body"));
-    }
-    return false;
-  };
-  {
-    auto pit = peers_.find(conn.get());
-    ClientId client = pit == peers_.end() ? 0 : pit->second.second.client;
-    JobId job = pit == peers_.end() ? 0 : pit->second.second.job;
-    if (store_ && store_->Handle(conn, client, h, body)) return;
-    if (actors_.Handle(conn, job, h, body)) {
-      ScheduleLeases();
-      return;
-    }
-  }
+  if (!service_.Dispatch(conn, h, body)) return service_.RejectUnknown(conn, h);
+  // An actor created, killed or restarted may change what can be scheduled.
   switch (h.method) {
-    case proto::REGISTER_DRIVER: {
-      proto::RegisterDriverRequest req;
-      if (parse(req)) HandleRegisterDriver(conn, h, req);
-      return;
-    }
-    case proto::REGISTER_WORKER: {
-      proto::RegisterWorkerRequest req;
-      if (parse(req)) HandleRegisterWorker(conn, h, req);
-      return;
-    }
-    case proto::REQUEST_WORKER_LEASE: {
-      proto::RequestWorkerLeaseRequest req;
-      if (parse(req)) HandleRequestLease(conn, h, req);
-      return;
-    }
-    case proto::RETURN_WORKER_LEASE:
-    case proto::CANCEL_WORKER_LEASE: {
-      proto::LeaseIdRequest req;
-      if (!parse(req)) return;
-      HandleReturnLease(LeaseId::FromBinary(req.lease_id()),
-                        h.method == proto::CANCEL_WORKER_LEASE);
-      if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
-      return;
-    }
-    case proto::KILL_LEASED_WORKER: {
-      proto::LeaseIdRequest req;
-      if (!parse(req)) return;
-      auto it = leases_.find(LeaseId::FromBinary(req.lease_id()));
-      // Only the lease's owner may end its worker.
-      if (it != leases_.end() && it->second.granted && it->second.owner == conn) {
-        OnWorkerGone(it->second.worker);
-      }
-      if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
-      return;
-    }
-    case proto::GET_WORKER_FAILURE_CAUSE: {
-      proto::GetWorkerFailureCauseRequest req;
-      if (!parse(req)) return;
-      AnswerFailureCause(conn, h, WorkerId::FromBinary(req.worker_id()), config::kWorkerExitPolls);
-      return;
-    }
-    case proto::NOTIFY_BLOCKED:
-    case proto::NOTIFY_UNBLOCKED:
-      HandleBlocked(conn, h.method == proto::NOTIFY_BLOCKED);
-      return;
-    case proto::GET_NODE_STATS:
-      conn->Reply(h, BuildStats());
-      return;
+    case proto::CREATE_ACTOR:
+    case proto::KILL_ACTOR:
+      ScheduleLeases();
+      break;
     default:
-      RAIO_LOG_WARN("unknown method {} from {}", h.method, conn->peer_name());
-      if (h.kind == rpc::FrameKind::kRequest) {
-        conn->ReplyError(h, absl::UnimplementedError(absl::StrCat("unknown method ", h.method)));
-      }
+      break;
   }
+}
+
+void NodeManager::RegisterHandlers() {
+  auto peer_of = [this](const rpc::Connection& c) -> const Peer* {
+    auto it = peers_.find(const_cast<rpc::Connection*>(&c));
+    return it == peers_.end() ? nullptr : &it->second.second;
+  };
+  actors_.RegisterHandlers(service_, [peer_of](const rpc::Connection& c) {
+    const Peer* p = peer_of(c);
+    return p == nullptr ? JobId{0} : p->job;
+  });
+  store_->RegisterHandlers(service_, [peer_of](const rpc::Connection& c) {
+    const Peer* p = peer_of(c);
+    return p == nullptr ? ClientId{0} : p->client;
+  });
+  service_.Handle<proto::REGISTER_DRIVER>(
+      [this](const rpc::Responder<proto::REGISTER_DRIVER>& responder,
+             proto::RegisterDriverRequest& req) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+
+        HandleRegisterDriver(conn, h, req);
+      });
+  service_.Handle<proto::REGISTER_WORKER>(
+      [this](const rpc::Responder<proto::REGISTER_WORKER>& responder,
+             proto::RegisterWorkerRequest& req) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+
+        HandleRegisterWorker(conn, h, req);
+      });
+  service_.Handle<proto::REQUEST_WORKER_LEASE>(
+      [this](const rpc::Responder<proto::REQUEST_WORKER_LEASE>& responder,
+             proto::RequestWorkerLeaseRequest& req) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+
+        HandleRequestLease(conn, h, req);
+      });
+  service_.Handle<proto::RETURN_WORKER_LEASE>(
+      [this](const rpc::Responder<proto::RETURN_WORKER_LEASE>& responder,
+             proto::LeaseIdRequest& req) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+
+        HandleReturnLease(LeaseId::FromBinary(req.lease_id()),
+                          h.method == proto::CANCEL_WORKER_LEASE);
+        if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
+      });
+  service_.Handle<proto::CANCEL_WORKER_LEASE>(
+      [this](const rpc::Responder<proto::CANCEL_WORKER_LEASE>& responder,
+             proto::LeaseIdRequest& req) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+
+        HandleReturnLease(LeaseId::FromBinary(req.lease_id()),
+                          h.method == proto::CANCEL_WORKER_LEASE);
+        if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
+      });
+  service_.Handle<proto::KILL_LEASED_WORKER>(
+      [this](const rpc::Responder<proto::KILL_LEASED_WORKER>& responder,
+             proto::LeaseIdRequest& req) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+
+        auto it = leases_.find(LeaseId::FromBinary(req.lease_id()));
+        // Only the lease's owner may end its worker.
+        if (it != leases_.end() && it->second.granted && it->second.owner == conn) {
+          OnWorkerGone(it->second.worker);
+        }
+        if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
+      });
+  service_.Handle<proto::GET_WORKER_FAILURE_CAUSE>(
+      [this](const rpc::Responder<proto::GET_WORKER_FAILURE_CAUSE>& responder,
+             proto::GetWorkerFailureCauseRequest& req) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+
+        AnswerFailureCause(conn, h, WorkerId::FromBinary(req.worker_id()),
+                           config::kWorkerExitPolls);
+      });
+  service_.Handle<proto::NOTIFY_BLOCKED>(
+      [this](const rpc::Responder<proto::NOTIFY_BLOCKED>& responder,
+             const proto::NotifyBlockedRequest&) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+        HandleBlocked(conn, h.method == proto::NOTIFY_BLOCKED);
+      });
+  service_.Handle<proto::NOTIFY_UNBLOCKED>(
+      [this](const rpc::Responder<proto::NOTIFY_UNBLOCKED>& responder,
+             const proto::NotifyBlockedRequest&) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+        HandleBlocked(conn, h.method == proto::NOTIFY_BLOCKED);
+      });
+  service_.Handle<proto::GET_NODE_STATS>(
+      [this](const rpc::Responder<proto::GET_NODE_STATS>& responder, const proto::Empty&) {
+        const auto& conn = responder.conn();
+        const auto& h = responder.header();
+        conn->Reply(h, BuildStats());
+      });
 }
 
 void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHeader& h,

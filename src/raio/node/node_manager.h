@@ -34,6 +34,7 @@
 #include "raio/node/scheduler/local_resource_manager.h"
 #include "raio/node/worker_pool/worker_pool.h"
 #include "raio/rpc/listener.h"
+#include "raio/rpc/service.h"
 
 namespace raio::node {
 
@@ -82,6 +83,8 @@ class NodeManager {
   explicit NodeManager(Options options);
   absl::Status Start();
   void OnAccept(std::shared_ptr<rpc::Connection> conn);
+  // Fills service_'s table: the node's own methods, the store's and the actors' (Start).
+  void RegisterHandlers();
   void OnRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                  std::string_view body);
   void OnClose(const std::shared_ptr<rpc::Connection>& conn);
@@ -134,6 +137,8 @@ class NodeManager {
 
   // Loop thread only.
   std::unique_ptr<ObjectStoreService> store_;
+  // The node's methods, the store's and the actors' (loop thread).
+  rpc::Service service_{"node"};
   ClientId next_client_id_ = 1;
   LocalResourceManager resources_;
   WorkerPool pool_;

@@ -23,82 +23,55 @@ absl::StatusOr<std::unique_ptr<ObjectStoreService>> ObjectStoreService::Create(
   return std::unique_ptr<ObjectStoreService>(new ObjectStoreService(std::move(*store)));
 }
 
-bool ObjectStoreService::Handle(const std::shared_ptr<rpc::Connection>& conn, ClientId client,
-                                const rpc::FrameHeader& h, std::string_view body) {
-  auto reply_location = [&](const absl::StatusOr<ObjectLocation>& loc) {
-    if (!loc.ok()) return conn->ReplyError(h, loc.status());
+void ObjectStoreService::RegisterHandlers(rpc::Service& service, ClientOf client_of) {
+  service.Handle<proto::CREATE_OBJECT>(
+      [this, client_of](const rpc::Responder<proto::CREATE_OBJECT>& r,
+                        proto::CreateObjectRequest& req) {
+        const auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(req.wait_ms());
+        PendingCreate p{r.conn(), r.header(), client_of(*r.conn()), std::move(req), deadline};
+        if (!TryCreate(p, /*final=*/p.request.wait_ms() == 0)) {
+          pending_creates_.push_back(std::move(p));
+        }
+      });
+  service.Handle<proto::SEAL_OBJECT>([this, client_of](const rpc::Responder<proto::SEAL_OBJECT>& r,
+                                                       const proto::ObjectIdRequest& req) {
+    ObjectId id = ObjectId::FromBinary(req.object_id());
+    absl::Status s = store_->Seal(id);
+    if (!s.ok()) return r.Error(s);
+    store_->Unpin(id, client_of(*r.conn()));  // the creator's pin
+    r.Ok(proto::Empty());
+    RetryPendingPins();
+  });
+  service.Handle<proto::PIN_OBJECT>([this, client_of](const rpc::Responder<proto::PIN_OBJECT>& r,
+                                                      const proto::ObjectIdRequest& req) {
+    ObjectId id = ObjectId::FromBinary(req.object_id());
+    auto loc = store_->Pin(id, client_of(*r.conn()));
+    if (!loc.ok()) return r.Error(PinError(id, loc.status()));
     proto::ObjectLocationReply reply;
     reply.set_offset(loc->offset);
     reply.set_size_bytes(loc->size);
-    conn->Reply(h, reply);
-  };
-  auto parse = [&](google::protobuf::MessageLite& m) {
-    if (m.ParseFromArray(body.data(), static_cast<int>(body.size()))) return true;
-    RAIO_LOG_WARN("malformed object store request (method {}) from {}", h.method,
-                  conn->peer_name());
-    if (h.kind == rpc::FrameKind::kRequest) {
-      conn->ReplyError(h, absl::InvalidArgumentError("malformed request body"));
-    }
-    return false;
-  };
-  switch (h.method) {
-    case proto::CREATE_OBJECT: {
-      proto::CreateObjectRequest req;
-      if (!parse(req)) return true;
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::milliseconds(req.wait_ms());
-      PendingCreate p{conn, h, client, std::move(req), deadline};
-      if (!TryCreate(p, /*final=*/p.request.wait_ms() == 0)) {
-        pending_creates_.push_back(std::move(p));
-      }
-      return true;
-    }
-    case proto::SEAL_OBJECT: {
-      proto::ObjectIdRequest req;
-      if (!parse(req)) return true;
-      ObjectId id = ObjectId::FromBinary(req.object_id());
-      absl::Status s = store_->Seal(id);
-      if (!s.ok()) return conn->ReplyError(h, s), true;
-      store_->Unpin(id, client);  // the creator's pin
-      conn->Reply(h, proto::Empty());
-      RetryPendingPins();
-      return true;
-    }
-    case proto::PIN_OBJECT: {
-      proto::ObjectIdRequest req;
-      if (!parse(req)) return true;
-      ObjectId id = ObjectId::FromBinary(req.object_id());
-      auto loc = store_->Pin(id, client);
-      if (!loc.ok()) return conn->ReplyError(h, PinError(id, loc.status())), true;
-      reply_location(loc);
-      return true;
-    }
-    case proto::PIN_OBJECTS: {
-      proto::PinObjectsRequest req;
-      if (!parse(req)) return true;
-      PendingPins p{conn, h, client, {}, std::chrono::steady_clock::now()};
-      for (const auto& id : req.object_ids()) p.ids.push_back(ObjectId::FromBinary(id));
-      if (!TryPinAll(p)) pending_pins_.push_back(std::move(p));
-      return true;
-    }
-    case proto::UNPIN_OBJECT: {
-      proto::ObjectIdRequest req;
-      if (parse(req)) store_->Unpin(ObjectId::FromBinary(req.object_id()), client);
-      RetryPendingPins();
-      return true;
-    }
-    case proto::DELETE_OBJECT: {
-      proto::ObjectIdRequest req;
-      if (parse(req)) Delete(ObjectId::FromBinary(req.object_id()));
-      RetryPendingPins();
-      return true;
-    }
-    case proto::LIST_OBJECTS:
-      conn->Reply(h, List());
-      return true;
-    default:
-      return false;
-  }
+    r.Ok(reply);
+  });
+  service.Handle<proto::PIN_OBJECTS>([this, client_of](const rpc::Responder<proto::PIN_OBJECTS>& r,
+                                                       const proto::PinObjectsRequest& req) {
+    PendingPins p{r.conn(), r.header(), client_of(*r.conn()), {}, std::chrono::steady_clock::now()};
+    for (const auto& id : req.object_ids()) p.ids.push_back(ObjectId::FromBinary(id));
+    if (!TryPinAll(p)) pending_pins_.push_back(std::move(p));
+  });
+  service.Handle<proto::UNPIN_OBJECT>(
+      [this, client_of](const rpc::Responder<proto::UNPIN_OBJECT>& r,
+                        const proto::ObjectIdRequest& req) {
+        store_->Unpin(ObjectId::FromBinary(req.object_id()), client_of(*r.conn()));
+        RetryPendingPins();
+      });
+  service.Handle<proto::DELETE_OBJECT>(
+      [this](const rpc::Responder<proto::DELETE_OBJECT>&, const proto::ObjectIdRequest& req) {
+        Delete(ObjectId::FromBinary(req.object_id()));
+        RetryPendingPins();
+      });
+  service.Handle<proto::LIST_OBJECTS>(
+      [this](const rpc::Responder<proto::LIST_OBJECTS>& r, const proto::Empty&) { r.Ok(List()); });
 }
 
 void ObjectStoreService::Delete(const ObjectId& id) {

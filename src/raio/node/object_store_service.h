@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -19,6 +20,7 @@
 #include "raio/node.pb.h"
 #include "raio/node/object_store/object_store.h"
 #include "raio/rpc/connection.h"
+#include "raio/rpc/service.h"
 
 namespace raio::node {
 
@@ -31,9 +33,11 @@ class ObjectStoreService {
                                                                     const std::string& spill_dir,
                                                                     uint64_t prefault_bytes);
 
-  // Whether `method` is one of the store's; if so handles the frame (replying on `conn`).
-  bool Handle(const std::shared_ptr<rpc::Connection>& conn, ClientId client,
-              const rpc::FrameHeader& h, std::string_view body);
+  // Which client (driver or worker) a connection is, for pins and unsealed objects.
+  using ClientOf = std::function<ClientId(const rpc::Connection&)>;
+  // Adds the store's methods (CREATE/SEAL/PIN/PIN_OBJECTS/UNPIN/DELETE/LIST_OBJECTS) to
+  // `service`; the handlers reply on the caller's connection. `this` must outlive it.
+  void RegisterHandlers(rpc::Service& service, ClientOf client_of);
   // A peer disconnected: drop its pins and unsealed objects; if it owned objects
   // (`owner` not nil), delete them.
   void OnPeerGone(ClientId client, const WorkerId& owner);

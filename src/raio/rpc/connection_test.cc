@@ -123,7 +123,9 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
     }
     ASSERT_TRUE(l.ok()) << l.status();
     listener_ = std::move(*l);
-    if (GetParam() == Transport::kTcp) ASSERT_GT(listener_->port(), 0);
+    if (GetParam() == Transport::kTcp) {
+      ASSERT_GT(listener_->port(), 0);
+    }
   }
 
   void HandleRequest(const std::shared_ptr<Connection>& c, const FrameHeader& h,

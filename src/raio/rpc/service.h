@@ -73,11 +73,20 @@ class Service {
   // Registers `handler(Responder<M>, Request&)` (the request may be moved from).
   template <proto::Method M, typename F>
   void Handle(F handler) {
+    HandleInto<M>(nullptr, std::move(handler));
+  }
+  // The same, parsing every request into `*scratch` (reused, so that a hot method's
+  // repeated fields keep their memory; nullptr: a fresh message per call). `scratch`
+  // must outlive the service and be touched only on the connections' loop thread.
+  template <proto::Method M, typename F>
+  void HandleInto(typename MethodTraits<M>::Request* scratch, F handler) {
     static_assert(static_cast<uint32_t>(M) < kMaxMethods);
-    table_[M] = [this, handler = std::move(handler)](const std::shared_ptr<Connection>& conn,
-                                                     const FrameHeader& h, std::string_view body) {
+    table_[M] = [this, scratch, handler = std::move(handler)](
+                    const std::shared_ptr<Connection>& conn, const FrameHeader& h,
+                    std::string_view body) {
       constexpr const MethodInfo& info = MethodTraits<M>::kInfo;
-      typename MethodTraits<M>::Request request;
+      typename MethodTraits<M>::Request fresh;
+      typename MethodTraits<M>::Request& request = scratch != nullptr ? *scratch : fresh;
       if (!request.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
         ++stats_[M].malformed;
         if (h.kind == FrameKind::kRequest) {

@@ -20,7 +20,7 @@
 
 namespace raio::worker {
 
-TaskExecutor::TaskExecutor() : loop_("raio-exec", config::kLoopSpin) {}
+TaskExecutor::TaskExecutor() : loop_("raio-exec", config::kLoopSpin) { RegisterHandlers(); }
 
 TaskExecutor::~TaskExecutor() {
   Stop();
@@ -44,64 +44,47 @@ absl::Status TaskExecutor::Listen(const std::string& socket_path) {
   return absl::OkStatus();
 }
 
+void TaskExecutor::RegisterHandlers() {
+  service_.Handle<proto::EXIT_WORKER>(
+      [this](const rpc::Responder<proto::EXIT_WORKER>&, const proto::Empty&) { Stop(); });
+  service_.Handle<proto::PUSH_ACTOR_TASK>(
+      [this](const rpc::Responder<proto::PUSH_ACTOR_TASK>& r, proto::PushActorTaskRequest& req) {
+        if (!pool_.empty()) {
+          std::lock_guard<std::mutex> lock(pool_mu_);
+          pool_queue_.push_back(Job{r.conn(), r.header(), std::move(req)});
+          pool_cv_.notify_one();
+          return;
+        }
+        RunActorTask(r.conn(), r.header(), req);
+      });
+  service_.HandleInto<proto::PUSH_TASK>(&request_, [this](const rpc::Responder<proto::PUSH_TASK>& r,
+                                                          const proto::PushTaskRequest& req) {
+    const std::string& name = req.spec().function_name();
+    const RegisteredFunction* fn = FindFunctionByName(name);
+    Execute(
+        r.conn(), r.header(), req,
+        [fn](const std::vector<internal::ValueView>& args) { return fn->invoker(fn->key, args); },
+        fn != nullptr,
+        absl::StrCat("remote function '", name, "' is not registered in this worker's executable (",
+                     SelfExecutablePath(), "); add RAIO_REMOTE(", name, ")"));
+  });
+  node_service_.Handle<proto::CREATE_ACTOR_INSTANCE>(
+      [this](const rpc::Responder<proto::CREATE_ACTOR_INSTANCE>& r,
+             proto::CreateActorInstanceRequest& req) {
+        loop_.Post([this, conn = r.conn(), h = r.header(), req = std::move(req)]() mutable {
+          CreateActorInstance(conn, h, std::move(req));
+        });
+      });
+}
+
 void TaskExecutor::OnRequest(const std::shared_ptr<rpc::Connection>& conn,
                              const rpc::FrameHeader& h, std::string_view body) {
-  if (h.method == proto::EXIT_WORKER) {
-    Stop();
-    return;
-  }
-  if (h.method == proto::PUSH_ACTOR_TASK && h.kind == rpc::FrameKind::kRequest) {
-    proto::PushActorTaskRequest req;
-    if (!req.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-      conn->ReplyError(h, absl::InvalidArgumentError("malformed PushActorTaskRequest"));
-      return;
-    }
-    if (!pool_.empty()) {
-      std::lock_guard<std::mutex> lock(pool_mu_);
-      pool_queue_.push_back(Job{conn, h, std::move(req)});
-      pool_cv_.notify_one();
-      return;
-    }
-    RunActorTask(conn, h, req);
-    return;
-  }
-  if (h.method != proto::PUSH_TASK || h.kind != rpc::FrameKind::kRequest) {
-    RAIO_LOG_WARN("worker got unexpected method {} from {}", h.method, conn->peer_name());
-    if (h.kind == rpc::FrameKind::kRequest) {
-      conn->ReplyError(h, absl::UnimplementedError("workers serve PUSH_TASK only"));
-    }
-    return;
-  }
-  if (!request_.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-    conn->ReplyError(h, absl::InvalidArgumentError("malformed PushTaskRequest"));
-    return;
-  }
-  const std::string& name = request_.spec().function_name();
-  const RegisteredFunction* fn = FindFunctionByName(name);
-  Execute(
-      conn, h, request_,
-      [fn](const std::vector<internal::ValueView>& args) { return fn->invoker(fn->key, args); },
-      fn != nullptr,
-      absl::StrCat("remote function '", name, "' is not registered in this worker's executable (",
-                   SelfExecutablePath(), "); add RAIO_REMOTE(", name, ")"));
+  if (!service_.Dispatch(conn, h, body)) service_.RejectUnknown(conn, h);
 }
 
 void TaskExecutor::OnNodeRequest(const std::shared_ptr<rpc::Connection>& conn,
                                  const rpc::FrameHeader& h, std::string_view body) {
-  if (h.method != proto::CREATE_ACTOR_INSTANCE) {
-    if (h.kind == rpc::FrameKind::kRequest) {
-      conn->ReplyError(h, absl::UnimplementedError("unexpected request from the node"));
-    }
-    return;
-  }
-  proto::CreateActorInstanceRequest req;
-  if (!req.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-    conn->ReplyError(h, absl::InvalidArgumentError("malformed CreateActorInstanceRequest"));
-    return;
-  }
-  loop_.Post([this, conn, h, req = std::move(req)]() mutable {
-    CreateActorInstance(conn, h, std::move(req));
-  });
+  if (!node_service_.Dispatch(conn, h, body)) node_service_.RejectUnknown(conn, h);
 }
 
 void TaskExecutor::CreateActorInstance(const std::shared_ptr<rpc::Connection>& conn,

@@ -28,6 +28,7 @@
 #include "raio/common/running_task.h"
 #include "raio/remote.h"
 #include "raio/rpc/listener.h"
+#include "raio/rpc/service.h"
 #include "raio/serialization.h"
 #include "raio/task.pb.h"
 #include "raio/worker/store_client.h"
@@ -65,6 +66,8 @@ class TaskExecutor {
  private:
   using Invoke = std::function<internal::EncodedValue(const std::vector<internal::ValueView>&)>;
 
+  // Fills service_ and node_service_ (constructor).
+  void RegisterHandlers();
   void OnRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                  std::string_view body);
   // Runs one call: resolves its arguments, invokes, stores the result, replies (at once
@@ -91,6 +94,10 @@ class TaskExecutor {
   std::string node_id_hex_;
   std::unique_ptr<rpc::Listener> listener_;
   proto::PushTaskRequest request_;  // reused for every task
+  // PUSH_TASK, PUSH_ACTOR_TASK and EXIT_WORKER from owners and the node; the node's own
+  // requests (CREATE_ACTOR_INSTANCE) come on the worker's connection to it.
+  rpc::Service service_{"worker"};
+  rpc::Service node_service_{"worker (node connection)"};
   StoreClient* store_ = nullptr;
   CoreWorker* core_ = nullptr;
 

@@ -35,6 +35,8 @@ void AppendArray(std::string_view bytes, std::string* out) {
 absl::Status AppendAsMsgpack(const internal::ValueView& value, std::string* out) {
   using internal::DType;
   switch (value.format) {
+    case internal::ValueFormat::kReturns:
+      return absl::InvalidArgumentError("packed return values are not a value");
     case internal::ValueFormat::kMsgpack:
       out->append(value.bytes);
       return absl::OkStatus();

@@ -174,13 +174,16 @@ TEST_F(ObjectStoreTest, DisconnectClientDropsPinsAndRemovesItsUnsealedObjects) {
 }
 
 TEST_F(ObjectStoreTest, CreateValidatesOptions) {
-  EXPECT_EQ(ObjectStore::Create({.capacity_bytes = 0}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ObjectStore::Create({.capacity_bytes = 4096, .spill_dir = spill_dir_ + "/missing"})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-  absl::StatusOr<std::unique_ptr<ObjectStore>> odd = ObjectStore::Create({.capacity_bytes = 1000});
+  ObjectStore::Options empty;
+  empty.capacity_bytes = 0;
+  EXPECT_EQ(ObjectStore::Create(empty).status().code(), absl::StatusCode::kInvalidArgument);
+  ObjectStore::Options missing;
+  missing.capacity_bytes = 4096;
+  missing.spill_dir = spill_dir_ + "/missing";
+  EXPECT_EQ(ObjectStore::Create(missing).status().code(), absl::StatusCode::kInvalidArgument);
+  ObjectStore::Options odd_size;
+  odd_size.capacity_bytes = 1000;
+  absl::StatusOr<std::unique_ptr<ObjectStore>> odd = ObjectStore::Create(odd_size);
   ASSERT_TRUE(odd.ok()) << odd.status();
   EXPECT_EQ((*odd)->stats().capacity_bytes, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
 }
