@@ -148,6 +148,9 @@ JobId WorkerJobId() {
         *loop, node, std::move(*store));
     executor->set_store(&g_core->store());
     executor->set_core(g_core.get());
+    // Never destroyed, like the loop and the executor: a task that calls exit() runs the
+    // static destructors while the worker's loop threads still use the CoreWorker.
+    new std::shared_ptr<worker::CoreWorker>(g_core);
   }
   if (absl::Status s = g_core->StartOwnerService(); !s.ok()) {
     RAIO_LOG_ERROR("worker cannot start its owner service: {}", s.message());
@@ -251,8 +254,7 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   std::string socket_dir = jr.node_socket_path().substr(0, jr.node_socket_path().rfind('/'));
   rt.core = std::make_shared<worker::CoreWorker>(
       worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), socket_dir,
-                                  ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns,
-                                  jr.job_id()},
+                                  ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns, jr.job_id()},
       *rt.loop, rt.node, std::move(*store));
   if (absl::Status s = rt.core->StartOwnerService(); !s.ok()) {
     throw ClusterUnavailableError(absl::StrCat("cannot start the owner service: ", s.message()));

@@ -170,6 +170,7 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
       return;
     }
     for (const auto& ref : call->held) objects_.RemoveTaskArgRef(ref);
+    tasks_.AssertHeld();
     tasks_.FinishFromReply(call->return_id, r, call->num_returns);
     return;
   }
@@ -252,6 +253,7 @@ void ActorSubmitter::FailWith(const std::shared_ptr<Call>& call,
   }
   for (const auto& ref : call->held) objects_.RemoveTaskArgRef(ref);
   call->held.clear();
+  tasks_.AssertHeld();
   tasks_.FailReturns(call->return_id, call->num_returns, std::move(error));
 }
 

@@ -36,6 +36,8 @@ class ActorSubmitter {
               int num_returns, std::vector<ObjectId> held, std::vector<RefArg> ref_args)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Shutdown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // See TaskSubmitter::AssertHeld.
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) { mu_.AssertHeld(); }
   // This process created `actor` demanding `demand` (for DescribePending).
   void NoteCreated(const ActorId& actor, std::string demand) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What the actor call returning `id` is waiting for, for a Get that timed out ("" when

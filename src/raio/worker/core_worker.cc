@@ -46,7 +46,9 @@ void CoreWorker::Shutdown() {
     raio::MutexLock lock(&mu_);
     if (shut_down_) return;
     shut_down_ = true;
+    submitter_.AssertHeld();
     submitter_.Shutdown();
+    actor_submitter_.AssertHeld();
     actor_submitter_.Shutdown();
     for (auto& [address, conn] : owner_conns_) conn->Close(absl::CancelledError("shutting down"));
     owner_conns_.clear();
@@ -62,6 +64,7 @@ void CoreWorker::OnNodeLost(const std::string& why) {
   raio::MutexLock lock(&mu_);
   if (shut_down_) return;
   node_lost_ = why;
+  submitter_.AssertHeld();
   submitter_.FailAll("the node daemon is gone: " + why);
   ready_cv_.SignalAll();
 }
@@ -159,6 +162,7 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   for (const auto& c : contained) objects_.AddTaskArgRef(c);
   task->held_refs = std::move(contained);
   FetchBorrowedArgsLocked(ref_args);
+  submitter_.AssertHeld();
   submitter_.Submit(std::move(task), *demand, std::move(ref_args));
   for (const auto& put : auto_put) objects_.RemoveLocalRef(put);
   return id;
@@ -251,7 +255,9 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
       }
       if (WaitForCompletionLocked(spin_until, deadline, &blocked)) {
         if (blocked) NotifyBlocked(false);
+        submitter_.AssertHeld();
         std::string state = submitter_.DescribePending(id);
+        actor_submitter_.AssertHeld();
         if (state.empty()) state = actor_submitter_.DescribePending(id);
         if (state.empty()) {
           state = e->borrowed
@@ -326,6 +332,7 @@ void CoreWorker::RemoveLocalReference(const ObjectId& id) {
 void CoreWorker::Cancel(const ObjectId& id, bool force) {
   raio::MutexLock lock(&mu_);
   if (shut_down_) throw InvalidUsageError("raio is shut down");
+  submitter_.AssertHeld();
   submitter_.Cancel(id, force);
 }
 

@@ -120,6 +120,7 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
   }
   {
     raio::MutexLock lock(&mu_);
+    actor_submitter_.AssertHeld();
     actor_submitter_.NoteCreated(id, resources->ToString());
   }
   return id;
@@ -161,6 +162,7 @@ ObjectId CoreWorker::SubmitActorTask(const ActorId& actor, const std::string& me
   }
   for (const auto& c : contained) objects_.AddTaskArgRef(c);
   FetchBorrowedArgsLocked(ref_args);
+  actor_submitter_.AssertHeld();
   actor_submitter_.Submit(actor, std::move(req), id, num_returns, std::move(contained),
                           std::move(ref_args));
   return id;
@@ -179,6 +181,7 @@ void CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
   // Its process is ending: later calls go to the next incarnation (or fail with its death),
   // never to the dying process.
   raio::MutexLock lock(&mu_);
+  actor_submitter_.AssertHeld();
   if (!shut_down_) actor_submitter_.OnKilled(actor);
 }
 

@@ -316,7 +316,10 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
     }
     if (!reply.has_error()) {
       CoreWorker::SetExecutingTask(true);
-      if (running_) running_->Set(spec.task_id());
+      // The marker names the one running task; calls of a concurrent actor (a pool of
+      // threads) run several at once, so they leave it alone.
+      const bool mark = running_ && pool_.empty();
+      if (mark) running_->Set(spec.task_id());
       try {
         // ObjectRefs packed into the result: make the task's owner a borrower of each
         // while the ref still exists here, so they outlive this worker's references.
@@ -366,7 +369,7 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
         std::type_info* t = abi::__cxa_current_exception_type();
         fail(proto::TASK_ERROR, t ? Demangle(t->name()) : "unknown", "non-std::exception thrown");
       }
-      if (running_) running_->Clear();
+      if (mark) running_->Clear();
       CoreWorker::SetExecutingTask(false);
     }
   }

@@ -355,19 +355,20 @@ void TaskSubmitter::FinishFromReply(const ObjectId& id, proto::PushTaskReply& r,
     return;
   }
   if (any_contained) objects_.SettleOnBehalf(id, self_, /*delivered=*/true);
-  auto take_contained = [&](const google::protobuf::RepeatedPtrField<proto::ObjectRefInfo>& refs) {
-    std::vector<ObjectId> contained;
-    for (const auto& info : refs) {
-      ObjectId cid = ObjectId::FromBinary(info.object_id());
-      WorkerId owner = WorkerId::FromBinary(info.owner_worker_id());
-      if (owner != self_) {
-        objects_.AddBorrowed(cid, owner, info.owner_address());
-        if (ObjectEntry* e = objects_.Find(cid)) ++e->owner_registrations;
-      }  // else our owner service already counted the reference
-      contained.push_back(cid);
-    }
-    return contained;
-  };
+  auto take_contained = [&](const google::protobuf::RepeatedPtrField<proto::ObjectRefInfo>& refs)
+                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                              std::vector<ObjectId> contained;
+                              for (const auto& info : refs) {
+                                ObjectId cid = ObjectId::FromBinary(info.object_id());
+                                WorkerId owner = WorkerId::FromBinary(info.owner_worker_id());
+                                if (owner != self_) {
+                                  objects_.AddBorrowed(cid, owner, info.owner_address());
+                                  if (ObjectEntry* e = objects_.Find(cid)) ++e->owner_registrations;
+                                }  // else our owner service already counted the reference
+                                contained.push_back(cid);
+                              }
+                              return contained;
+                            };
   if (r.has_error()) {
     auto error = std::make_shared<proto::ErrorInfo>(std::move(*r.mutable_error()));
     FailReturns(id, num_returns, std::move(error));
@@ -375,7 +376,8 @@ void TaskSubmitter::FinishFromReply(const ObjectId& id, proto::PushTaskReply& r,
   }
   // Finishes one return object from its reply fields.
   auto finish = [&](const ObjectId& oid, bool in_store, uint32_t format, uint32_t dtype,
-                    std::string* value, std::vector<ObjectId> contained) {
+                    std::string* value,
+                    std::vector<ObjectId> contained) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (in_store) {
       FinishObject(oid, {}, true, nullptr);
     } else {

@@ -124,6 +124,9 @@ class TaskSubmitter {
 
   // This process's worker id.
   const WorkerId& self() const { return self_; }
+  // Tells the thread-safety analysis that the caller holds the CoreWorker's mutex, which
+  // this class knows by reference as `mu_` (the analysis cannot see the alias).
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) { mu_.AssertHeld(); }
 
  private:
   // The resolver filled (or failed) the ObjectRef arguments of task `id`.
