@@ -14,6 +14,7 @@
 // records it in $TMPDIR/raio/current_cluster (address, pid, log file); `stop` and
 // `status` find the cluster there unless --address or RAIO_ADDRESS says otherwise
 // ("auto" also means the recorded cluster). Usage errors exit 2.
+#include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -22,9 +23,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -53,7 +56,48 @@ std::string StateDir() {
 }
 std::string ClusterFile() { return StateDir() + "/current_cluster"; }
 
+// Creates the state directory (0700) or checks the one there: it must be a directory of
+// this user's that no one else may write, since the cluster record in it names the pid
+// `raio stop` signals and holds the shutdown token. "" when fine, else why not.
+std::string CheckStateDir() {
+  const std::string dir = StateDir();
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::StrCat("cannot create ", dir, ": ", std::strerror(errno));
+  }
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return absl::StrCat("cannot stat ", dir);
+  if (!S_ISDIR(st.st_mode)) return absl::StrCat(dir, " is not a directory (a symlink?)");
+  if (st.st_uid != ::geteuid()) {
+    return absl::StrCat(dir, " belongs to uid ", st.st_uid, ", not to you (uid ", ::geteuid(),
+                        "); remove it or set TMPDIR to a directory of yours");
+  }
+  if ((st.st_mode & 022) != 0) {
+    return absl::StrCat(dir, " may be written by others (mode ", absl::Hex(st.st_mode & 0777),
+                        " in hex); make it private: chmod 700 ", dir);
+  }
+  return "";
+}
+
+// Writes the cluster record: a new 0600 file renamed into place (never through a link
+// someone left at its name).
+bool WriteClusterFile(const nlohmann::json& j) {
+  std::string tmp = absl::StrCat(ClusterFile(), ".", ::getpid());
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  std::string text = j.dump() + "\n";
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = ::close(fd) == 0 && ok;
+  ok = ok && ::rename(tmp.c_str(), ClusterFile().c_str()) == 0;
+  if (!ok) ::unlink(tmp.c_str());
+  return ok;
+}
+
 std::optional<nlohmann::json> ReadClusterFile() {
+  if (std::string why = CheckStateDir(); !why.empty()) {
+    std::cerr << "raio: ignoring the cluster record: " << why << "\n";
+    return std::nullopt;
+  }
   std::ifstream in(ClusterFile());
   if (!in) return std::nullopt;
   try {
@@ -110,10 +154,12 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
                      {"session_dir", (*cluster)->session_dir()},
                      {"shutdown_token", (*cluster)->shutdown_token()}};
     if (self) j["pid_start_ticks"] = self->start_ticks;
-    ::mkdir(StateDir().c_str(), 0700);
-    std::ofstream(ClusterFile()) << j.dump() << "\n";
-    ::chmod(ClusterFile().c_str(), 0600);  // it holds the shutdown token
-    message = "ok " + address;
+    if (WriteClusterFile(j)) {
+      message = "ok " + address;
+    } else {
+      message = absl::StrCat("error: cannot write the cluster record ", ClusterFile(), ": ",
+                             std::strerror(errno));
+    }
   }
   if (ready_fd >= 0) {
     (void)!::write(ready_fd, message.data(), message.size());
@@ -122,6 +168,10 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
     std::cout << message << std::endl;
   }
   if (!cluster.ok()) return 1;
+  if (message.rfind("ok ", 0) != 0) {  // no record: `raio stop` could not find it
+    (*cluster)->Stop();
+    return 1;
+  }
   int sig = 0;
   sigwait(&set, &sig);
   RAIO_LOG_INFO("stopping on signal {}", sig);
@@ -145,11 +195,14 @@ int Start(const raio::api::LocalClusterOptions& options, bool block) {
     std::cerr << "raio start: " << monitor.status().message() << "\n";
     return 2;
   }
+  if (std::string why = CheckStateDir(); !why.empty()) {
+    std::cerr << "raio start: " << why << "\n";
+    return 1;
+  }
   if (block) {
     raio::InitLogging(spdlog::level::info);
     return RunDaemon(options, -1, "");
   }
-  ::mkdir(StateDir().c_str(), 0700);
   std::string log = StateDir() + "/raio-" + std::to_string(::getpid()) + ".log";
   int fds[2];
   if (::pipe(fds) != 0) return 1;

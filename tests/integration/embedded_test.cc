@@ -430,6 +430,32 @@ TEST(LifecycleTest, GpuIdsFollowAnExistingDeviceMask) {
   ::unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
+// From a break-test: a node offering more GPUs than its CUDA_VISIBLE_DEVICES lists gave
+// tasks the ids of devices the mask hides.
+TEST(LifecycleTest, MoreGpusThanTheDeviceMaskListsAreRefused) {
+  for (const char* mask : {"5", ""}) {
+    ::setenv("CUDA_VISIBLE_DEVICES", mask, 1);
+    raio::InitOptions options;
+    options.num_cpus = 1;
+    options.num_gpus = 2;
+    try {
+      raio::Init(options);
+      ADD_FAILURE() << "Init accepted 2 GPUs with CUDA_VISIBLE_DEVICES=\"" << mask << "\"";
+      raio::Shutdown();
+    } catch (const raio::RaioException& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << what;
+      EXPECT_NE(what.find("offers 2 GPUs"), std::string::npos) << what;
+    }
+  }
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  raio::InitOptions options;
+  options.num_cpus = 1;
+  raio::Init(options);  // nothing was left behind
+  EXPECT_EQ(raio::Task(Add).Remote(1, 2).Get(), 3);
+  raio::Shutdown();
+}
+
 TEST(LifecycleTest, UnreachableAddressFailsFast) {
   raio::InitOptions options;
   options.address = "127.0.0.1:1";

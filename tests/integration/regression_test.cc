@@ -136,11 +136,12 @@ std::tuple<int, std::string, std::vector<double>> Split3(int n) {
   return {n, std::string(static_cast<std::size_t>(n % 100), 'x'),
           std::vector<double>(static_cast<std::size_t>(n), 0.5)};
 }
+std::tuple<int> OneTuple(int x) { return {x + 1}; }
 std::tuple<int, int> ThrowsTwo(int x) {
   throw std::runtime_error("no pair for " + std::to_string(x));
 }
 std::tuple<raio::ObjectRef<int>, int> PutAndEcho(int v) { return {raio::Put(v * 2), v}; }
-RAIO_REMOTE(Split3, ThrowsTwo, PutAndEcho);
+RAIO_REMOTE(Split3, OneTuple, ThrowsTwo, PutAndEcho);
 
 class Pairer {
  public:
@@ -500,6 +501,9 @@ TEST_F(RegressionTest, TupleResultsAreOneObjectPerElement) {
   ASSERT_EQ(v.size(), 20000u);
   EXPECT_EQ(v.back(), 0.5);
   EXPECT_NE(n.ID(), values.ID());
+  // A tuple of one (from a break-test: its result was refused as "several values").
+  auto [only] = raio::Task(OneTuple).Remote(4);
+  EXPECT_EQ(only.Get(30s), 5);
   // An error fails every return.
   auto [a, b] = raio::Task(ThrowsTwo).Remote(7);
   EXPECT_THROW(a.Get(30s), raio::TaskError);

@@ -4,6 +4,7 @@
 #include <raio/raio.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,6 +64,34 @@ class StandaloneTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::string address_;
 };
+
+// From a break-test: `raio start` used a state directory others could write and wrote
+// its record through a link planted at its name; `raio stop` then signalled whatever pid
+// a planted record named.
+TEST(StandaloneStateDirTest, StartRefusesASharedStateDirAndNeverWritesThroughALink) {
+  auto dir = g_base_tmp / ("raio-statedir-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "raio");
+  ::setenv("TMPDIR", dir.c_str(), 1);
+  ::chmod((dir / "raio").c_str(), 0777);
+  auto r = RunCommand(std::string(RAIO_CLI_PATH) + " start --head --port 0 --num-cpus 1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("may be written by others"), std::string::npos) << r.output;
+  ::chmod((dir / "raio").c_str(), 0700);
+  std::ofstream(dir / "victim") << "keep me\n";
+  std::filesystem::create_symlink(dir / "victim", dir / "raio" / "current_cluster");
+  r = RunCommand(std::string(RAIO_CLI_PATH) + " start --head --port 0 --num-cpus 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string kept;
+  std::getline(std::ifstream(dir / "victim"), kept);
+  EXPECT_EQ(kept, "keep me");
+  auto record = std::filesystem::symlink_status(dir / "raio" / "current_cluster");
+  EXPECT_EQ(record.type(), std::filesystem::file_type::regular);
+  EXPECT_EQ(record.permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  r = RunCommand(std::string(RAIO_CLI_PATH) + " stop");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::filesystem::remove_all(dir);
+}
 
 TEST_F(StandaloneTest, DriverRunsTasksOnStandaloneCluster) {
   auto r = RunCommand(Driver("basic"));

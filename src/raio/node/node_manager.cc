@@ -45,6 +45,17 @@ NodeManager::~NodeManager() { Stop(); }
 
 absl::Status NodeManager::Start() {
   if (absl::Status s = options_.memory_monitor.Validate(); !s.ok()) return s;
+  // GPU ids index the devices this node may see: with CUDA_VISIBLE_DEVICES set, no more
+  // GPUs than it lists ("" lists none), or tasks would see devices it hides.
+  if (const char* mask = std::getenv("CUDA_VISIBLE_DEVICES"); mask != nullptr) {
+    std::size_t listed = ParseDeviceMask(mask).size();
+    if (static_cast<std::size_t>(resources_.num_gpus()) > listed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the node offers ", resources_.num_gpus(), " GPUs but CUDA_VISIBLE_DEVICES=\"", mask,
+          "\" lists ", listed, "; offer at most ", listed,
+          " (num_gpus / --num-gpus) or unset CUDA_VISIBLE_DEVICES"));
+    }
+  }
   auto store =
       ObjectStoreService::Create(options_.object_store_bytes, options_.session_dir + "/spill",
                                  config::kObjectStorePrefaultBytes);
@@ -317,35 +328,23 @@ void NodeManager::RegisterHandlers() {
     return p == nullptr ? ClientId{0} : p->client;
   });
   service_.Handle<proto::REGISTER_DRIVER>(
-      [this](const rpc::Responder<proto::REGISTER_DRIVER>& responder,
-             proto::RegisterDriverRequest& req) {
-        const auto& conn = responder.conn();
-        const auto& h = responder.header();
-
-        HandleRegisterDriver(conn, h, req);
+      [this](const rpc::Responder<proto::REGISTER_DRIVER>& r, proto::RegisterDriverRequest& req) {
+        HandleRegisterDriver(r.conn(), r.header(), req);
       });
   service_.Handle<proto::REGISTER_WORKER>(
-      [this](const rpc::Responder<proto::REGISTER_WORKER>& responder,
-             proto::RegisterWorkerRequest& req) {
-        const auto& conn = responder.conn();
-        const auto& h = responder.header();
-
-        HandleRegisterWorker(conn, h, req);
+      [this](const rpc::Responder<proto::REGISTER_WORKER>& r, proto::RegisterWorkerRequest& req) {
+        HandleRegisterWorker(r.conn(), r.header(), req);
       });
   service_.Handle<proto::REQUEST_WORKER_LEASE>(
-      [this](const rpc::Responder<proto::REQUEST_WORKER_LEASE>& responder,
+      [this](const rpc::Responder<proto::REQUEST_WORKER_LEASE>& r,
              proto::RequestWorkerLeaseRequest& req) {
-        const auto& conn = responder.conn();
-        const auto& h = responder.header();
-
-        HandleRequestLease(conn, h, req);
+        HandleRequestLease(r.conn(), r.header(), req);
       });
   service_.Handle<proto::RETURN_WORKER_LEASE>(
       [this](const rpc::Responder<proto::RETURN_WORKER_LEASE>& responder,
              proto::LeaseIdRequest& req) {
         const auto& conn = responder.conn();
         const auto& h = responder.header();
-
         HandleReturnLease(LeaseId::FromBinary(req.lease_id()),
                           h.method == proto::CANCEL_WORKER_LEASE);
         if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
@@ -355,7 +354,6 @@ void NodeManager::RegisterHandlers() {
              proto::LeaseIdRequest& req) {
         const auto& conn = responder.conn();
         const auto& h = responder.header();
-
         HandleReturnLease(LeaseId::FromBinary(req.lease_id()),
                           h.method == proto::CANCEL_WORKER_LEASE);
         if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
@@ -365,7 +363,6 @@ void NodeManager::RegisterHandlers() {
              proto::LeaseIdRequest& req) {
         const auto& conn = responder.conn();
         const auto& h = responder.header();
-
         auto it = leases_.find(LeaseId::FromBinary(req.lease_id()));
         // Only the lease's owner may end its worker.
         if (it != leases_.end() && it->second.granted && it->second.owner == conn) {
@@ -378,7 +375,6 @@ void NodeManager::RegisterHandlers() {
              proto::GetWorkerFailureCauseRequest& req) {
         const auto& conn = responder.conn();
         const auto& h = responder.header();
-
         AnswerFailureCause(conn, h, WorkerId::FromBinary(req.worker_id()),
                            config::kWorkerExitPolls);
       });

@@ -128,14 +128,25 @@ void Listener::AcceptTcp() {
   });
 }
 
-absl::StatusOr<std::shared_ptr<Connection>> ConnectUnix(asio::io_context& io,
-                                                        const std::string& path) {
+namespace {
+// A connected Unix stream socket to `path`.
+absl::StatusOr<asio::local::stream_protocol::socket> ConnectUnixSocket(asio::io_context& io,
+                                                                       const std::string& path) {
   if (absl::Status st = CheckUnixPath(path); !st.ok()) return st;
   asio::local::stream_protocol::socket s(io);
   boost::system::error_code ec;
   s.connect(asio::local::stream_protocol::endpoint(path), ec);
   if (ec)
     return absl::UnavailableError(absl::StrCat("cannot connect to ", path, ": ", ec.message()));
+  return s;
+}
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Connection>> ConnectUnix(asio::io_context& io,
+                                                        const std::string& path) {
+  auto connected = ConnectUnixSocket(io, path);
+  if (!connected.ok()) return connected.status();
+  asio::local::stream_protocol::socket& s = *connected;
   int fd = s.release();
   return Connection::Create(ToGeneric(io, AF_UNIX, 0, fd), path);
 }
@@ -143,12 +154,9 @@ absl::StatusOr<std::shared_ptr<Connection>> ConnectUnix(asio::io_context& io,
 absl::StatusOr<ConnectionWithFd> ConnectUnixReceivingFd(asio::io_context& io,
                                                         const std::string& path,
                                                         std::chrono::milliseconds timeout) {
-  if (absl::Status st = CheckUnixPath(path); !st.ok()) return st;
-  asio::local::stream_protocol::socket s(io);
-  boost::system::error_code ec;
-  s.connect(asio::local::stream_protocol::endpoint(path), ec);
-  if (ec)
-    return absl::UnavailableError(absl::StrCat("cannot connect to ", path, ": ", ec.message()));
+  auto connected = ConnectUnixSocket(io, path);
+  if (!connected.ok()) return connected.status();
+  asio::local::stream_protocol::socket& s = *connected;
   absl::StatusOr<ReceivedFd> got = ReceiveFd(s.native_handle(), kFdGreeting.size(), timeout);
   if (!got.ok()) {
     return absl::Status(got.status().code(), absl::StrCat("no file descriptor from ", path, ": ",

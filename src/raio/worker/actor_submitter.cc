@@ -235,9 +235,14 @@ void ActorSubmitter::OnKilled(const ActorId& id) {
 
 std::string ActorSubmitter::LostInRestart(const ActorId& id, const Call& call,
                                           const std::string& cause) {
+  std::string retried = call.retries_used == 0
+                            ? std::string("the call was not retried (see SetMaxTaskRetries)")
+                            : absl::StrCat("the call was lost again after ", call.retries_used,
+                                           call.retries_used == 1 ? " retry" : " retries",
+                                           " (SetMaxTaskRetries allows ", call.retries_used, ")");
   return absl::StrCat("actor ", id.Hex(), " died while running ", call.request.method_name(),
                       cause.empty() ? "" : " (", cause, cause.empty() ? "" : ")",
-                      " and was restarted; the call was not retried (see SetMaxTaskRetries)");
+                      " and was restarted; ", retried);
 }
 
 void ActorSubmitter::Fail(const std::shared_ptr<Call>& call, const std::string& message,

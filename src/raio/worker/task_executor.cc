@@ -218,8 +218,19 @@ absl::StatusOr<internal::ValueView> TaskExecutor::ResolveArg(
 absl::Status TaskExecutor::StoreResult(const proto::TaskSpec& spec, internal::EncodedValue result,
                                        proto::PushTaskReply* reply) {
   const uint32_t expected = std::max<uint32_t>(spec.num_returns(), 1);
-  const bool several = result.format == internal::ValueFormat::kReturns;
-  if (several != (expected > 1)) {
+  bool several = result.format == internal::ValueFormat::kReturns;
+  if (several && expected == 1) {
+    // A std::tuple of one element: one return, packed as a part.
+    auto parts = UnpackReturns(result.bytes);
+    if (!parts.ok()) return parts.status();
+    if (parts->size() != 1) {
+      throw SerializationError(absl::StrCat(spec.function_name(), " returned ", parts->size(),
+                                            " values but the caller expects 1"));
+    }
+    internal::ValueView part = (*parts)[0];
+    result = internal::EncodedValue{part.format, part.dtype, std::string(part.bytes)};
+    several = false;
+  } else if (several != (expected > 1)) {
     // Only a caller built from other sources than this worker gets here.
     throw SerializationError(absl::StrCat(
         spec.function_name(), several ? " returns several values" : " returns one value",
@@ -245,7 +256,16 @@ absl::Status TaskExecutor::StoreResult(const proto::TaskSpec& spec, internal::En
       absl::Status s =
           store_->Put(MakeObjectId(task, i + 1), WorkerId::FromBinary(spec.owner_worker_id()),
                       part.format, part.dtype, part.bytes.data(), part.bytes.size());
-      if (!s.ok() && s.code() != absl::StatusCode::kAlreadyExists) return s;
+      if (!s.ok() && s.code() != absl::StatusCode::kAlreadyExists) {
+        // The call fails as a whole: the parts stored already would have no owner's ref.
+        for (uint32_t j = 0; j < i; ++j) {
+          if (reply->returns(static_cast<int>(j)).in_store()) {
+            store_->Delete(MakeObjectId(task, j + 1));
+          }
+        }
+        reply->clear_returns();
+        return s;
+      }
       ret->set_in_store(true);
     }
     return absl::OkStatus();
