@@ -138,7 +138,12 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   spec->set_owner_worker_id(options_.worker_id.Binary());
   spec->set_name(options.name);
   spec->set_job_id(options_.job_id);
-  demand->ToProto(spec->mutable_resources());
+  // The default demand ({CPU: 1}) travels as an empty set: most tasks use it, and a proto
+  // map costs allocations on both sides of every task.
+  const bool default_demand = options.resources.size() == 1 &&
+                              options.resources.begin()->first == "CPU" &&
+                              options.resources.begin()->second == 1.0;
+  if (!default_demand) demand->ToProto(spec->mutable_resources());
   if (options.num_returns > 1) spec->set_num_returns(static_cast<uint32_t>(options.num_returns));
   task->num_returns = options.num_returns;
   task->retries_left = options.max_retries;

@@ -38,7 +38,8 @@ absl::Status CoreWorker::StartOwnerService() {
   caller_address_.set_ip("127.0.0.1");
   caller_address_.set_node_id(absl::HexStringToBytes(options_.node_id_hex));
   caller_address_.set_worker_id(options_.worker_id.Binary());
-  caller_address_.set_unix_socket(owner_address_);
+  // No unix_socket: the address is copied into every spec, and short strings cost no
+  // allocation (the same-host path is found by node id; groundwork point 1).
   auto l = rpc::Listener::ListenUnix(
       loop_.io(), owner_address_, [this](std::shared_ptr<rpc::Connection> conn) {
         conn->Start(
