@@ -41,6 +41,7 @@
 #include "raio/common/config.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/logging.h"
+#include "raio/common/mutex.h"
 #include "raio/common/process.h"
 #include "raio/head.pb.h"
 #include "raio/internal/object_id.h"
@@ -557,6 +558,7 @@ int ExecLlm(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  raio::UseOptimizedMutexes();
   if (argc > 1 && std::string(argv[1]) == "llm") return ExecLlm(argv);
   CLI::App app{"raio: start, stop and inspect a raio cluster"};
   app.require_subcommand(1);

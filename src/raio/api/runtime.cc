@@ -17,6 +17,7 @@
 #include "raio/common/config.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/logging.h"
+#include "raio/common/mutex.h"
 #include "raio/common/process.h"
 #include "raio/common/running_task.h"
 #include "raio/head.pb.h"
@@ -280,6 +281,7 @@ bool IsWorkerProcess() {
 }  // namespace
 
 void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
+  UseOptimizedMutexes();
   if (std::vector<std::string> conflicts = worker::RegistrationConflicts(); !conflicts.empty()) {
     throw InvalidUsageError(absl::StrCat("raio::Init: ", absl::StrJoin(conflicts, "; ")));
   }
