@@ -340,24 +340,16 @@ void NodeManager::RegisterHandlers() {
              proto::RequestWorkerLeaseRequest& req) {
         HandleRequestLease(r.conn(), r.header(), req);
       });
-  service_.Handle<proto::RETURN_WORKER_LEASE>(
-      [this](const rpc::Responder<proto::RETURN_WORKER_LEASE>& responder,
-             proto::LeaseIdRequest& req) {
-        const auto& conn = responder.conn();
-        const auto& h = responder.header();
-        HandleReturnLease(LeaseId::FromBinary(req.lease_id()),
-                          h.method == proto::CANCEL_WORKER_LEASE);
-        if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
-      });
-  service_.Handle<proto::CANCEL_WORKER_LEASE>(
-      [this](const rpc::Responder<proto::CANCEL_WORKER_LEASE>& responder,
-             proto::LeaseIdRequest& req) {
-        const auto& conn = responder.conn();
-        const auto& h = responder.header();
-        HandleReturnLease(LeaseId::FromBinary(req.lease_id()),
-                          h.method == proto::CANCEL_WORKER_LEASE);
-        if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
-      });
+  // RETURN_WORKER_LEASE and CANCEL_WORKER_LEASE: the owner is done with the lease (or
+  // no longer wants the one it asked for).
+  auto return_lease = [this](bool cancel) {
+    return [this, cancel](const auto& r, const proto::LeaseIdRequest& req) {
+      HandleReturnLease(LeaseId::FromBinary(req.lease_id()), cancel);
+      r.Ok(proto::Empty());
+    };
+  };
+  service_.Handle<proto::RETURN_WORKER_LEASE>(return_lease(/*cancel=*/false));
+  service_.Handle<proto::CANCEL_WORKER_LEASE>(return_lease(/*cancel=*/true));
   service_.Handle<proto::KILL_LEASED_WORKER>(
       [this](const rpc::Responder<proto::KILL_LEASED_WORKER>& responder,
              proto::LeaseIdRequest& req) {
@@ -378,20 +370,14 @@ void NodeManager::RegisterHandlers() {
         AnswerFailureCause(conn, h, WorkerId::FromBinary(req.worker_id()),
                            config::kWorkerExitPolls);
       });
-  service_.Handle<proto::NOTIFY_BLOCKED>(
-      [this](const rpc::Responder<proto::NOTIFY_BLOCKED>& responder,
-             const proto::NotifyBlockedRequest&) {
-        const auto& conn = responder.conn();
-        const auto& h = responder.header();
-        HandleBlocked(conn, h.method == proto::NOTIFY_BLOCKED);
-      });
-  service_.Handle<proto::NOTIFY_UNBLOCKED>(
-      [this](const rpc::Responder<proto::NOTIFY_UNBLOCKED>& responder,
-             const proto::NotifyBlockedRequest&) {
-        const auto& conn = responder.conn();
-        const auto& h = responder.header();
-        HandleBlocked(conn, h.method == proto::NOTIFY_BLOCKED);
-      });
+  // A worker's task thread blocks in Get (its CPUs are lent out) or resumes.
+  auto blocked = [this](bool is_blocked) {
+    return [this, is_blocked](const auto& r, const proto::NotifyBlockedRequest&) {
+      HandleBlocked(r.conn(), is_blocked);
+    };
+  };
+  service_.Handle<proto::NOTIFY_BLOCKED>(blocked(true));
+  service_.Handle<proto::NOTIFY_UNBLOCKED>(blocked(false));
   service_.Handle<proto::GET_NODE_STATS>(
       [this](const rpc::Responder<proto::GET_NODE_STATS>& responder, const proto::Empty&) {
         const auto& conn = responder.conn();
