@@ -36,10 +36,4 @@ TaskId TaskIdOf(const ObjectId& id) {
   return task;
 }
 
-uint32_t ReturnIndexOf(const ObjectId& id) {
-  uint32_t index = 0;
-  std::memcpy(&index, id.data() + TaskId::kSize, sizeof(index));
-  return index;
-}
-
 }  // namespace raio

@@ -38,7 +38,5 @@ TaskId MakeTaskId(const WorkerId& worker, uint64_t sequence);
 ObjectId MakeObjectId(const TaskId& task, uint32_t index);
 // The task whose return `id` is (for a Put, its pseudo task, which no task shares).
 TaskId TaskIdOf(const ObjectId& id);
-// Which return of its task `id` is (1 for the first; MakeObjectId's `index`).
-uint32_t ReturnIndexOf(const ObjectId& id);
 
 }  // namespace raio

@@ -277,15 +277,7 @@ void ActorSubmitter::OnResolved(const ActorId& id, const std::shared_ptr<Call>& 
   const std::string& method = call->request.method_name();
   if (!resolved.error && has_list) {
     if (std::size_t bytes = call->request.ByteSizeLong(); bytes > config::MaxRequestBytes()) {
-      resolved.error = MakeError(
-          proto::INVALID_USAGE,
-          absl::StrCat("the arguments of actor call ", method, " take ", bytes,
-                       " bytes inline (objects under 100 KiB are copied into the request), "
-                       "above the limit of ",
-                       config::MaxRequestBytes(),
-                       " bytes for one request; pass fewer or "
-                       "larger objects"),
-          method);
+      resolved.error = InlineArgumentsTooLarge("actor call " + method, method, bytes);
     }
   }
   if (resolved.error) {

@@ -26,6 +26,18 @@ std::shared_ptr<const proto::ErrorInfo> MakeError(proto::ErrorType type, std::st
   return e;
 }
 
+std::shared_ptr<const proto::ErrorInfo> InlineArgumentsTooLarge(const std::string& what,
+                                                                const std::string& fn,
+                                                                std::size_t bytes) {
+  return MakeError(proto::INVALID_USAGE,
+                   absl::StrCat("the arguments of ", what, " take ", bytes,
+                                " bytes inline (objects under 100 KiB are copied into the "
+                                "request), above the limit of ",
+                                config::MaxRequestBytes(),
+                                " bytes for one request; pass fewer or larger objects"),
+                   fn);
+}
+
 TaskSubmitter::TaskSubmitter(raio::Mutex& mu, raio::CondVar& ready_cv,
                              std::atomic<uint64_t>& completions, ObjectTable& objects,
                              DependencyResolver& resolver, EventLoop& loop,
@@ -97,13 +109,7 @@ void TaskSubmitter::OnResolved(const TaskId& id, ResolvedArgs resolved) {
   if (std::size_t bytes = has_list ? t->request.ByteSizeLong() : 0;
       bytes > config::MaxRequestBytes()) {
     const std::string& fn = t->request.spec().function_name();
-    Fail(t, MakeError(proto::INVALID_USAGE,
-                      absl::StrCat("the arguments of ", fn, " take ", bytes,
-                                   " bytes inline (objects under 100 KiB are copied into the "
-                                   "request), above the limit of ",
-                                   config::MaxRequestBytes(),
-                                   " bytes for one request; pass fewer or larger objects"),
-                      fn));
+    Fail(t, InlineArgumentsTooLarge(fn, fn, bytes));
     return;
   }
   Enqueue(t);

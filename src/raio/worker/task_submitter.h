@@ -190,6 +190,13 @@ class TaskSubmitter {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// INVALID_USAGE for a call whose arguments, with the small objects of its ObjectRef
+// arguments copied in, take `bytes` (above config::MaxRequestBytes()); `what` names the
+// call ("F", "actor call M"), `fn` is the function's registered name.
+std::shared_ptr<const proto::ErrorInfo> InlineArgumentsTooLarge(const std::string& what,
+                                                                const std::string& fn,
+                                                                std::size_t bytes);
+
 // Builds an ErrorInfo.
 std::shared_ptr<const proto::ErrorInfo> MakeError(proto::ErrorType type, std::string message,
                                                   std::string function_name = "",
