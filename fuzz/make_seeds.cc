@@ -117,7 +117,7 @@ void MessageSeeds() {
 
   proto::RegisterNodeRequest node;
   node.set_node_id("0123456789abcdef");
-  node.set_socket_path("/tmp/raio/node.sock");
+  node.mutable_address()->set_unix_socket("/tmp/raio/node.sock");
   node.set_hostname("host-a");
   (*node.mutable_total()->mutable_amounts())["CPU"] = 8;
   Message(kRegisterNode, "register_node", node);

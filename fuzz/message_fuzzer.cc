@@ -162,7 +162,7 @@ const std::vector<Check>& Messages() {
   static const std::vector<Check> kMessages = {
       // head
       Parsed<proto::RegisterNodeRequest>([](const auto& m) {
-        if (!m.node_id().empty() && !m.socket_path().empty()) CheckResources(m.total());
+        if (!m.node_id().empty() && !m.address().unix_socket().empty()) CheckResources(m.total());
       }),
       Parsed<proto::RegisterJobRequest>([](const auto&) {}),
       // node

@@ -57,7 +57,7 @@ void RecordSerializedRef(const ObjectId& id);
 // Where an object's owner can be reached (see proto/raio/owner.proto).
 struct OwnerInfo {
   std::string owner_worker_id;  // 8 bytes
-  std::string owner_address;    // Unix socket path of the owner service
+  std::string owner_address;    // where its owner service is (an encoded raio address; opaque)
 };
 // Called when an ObjectRef is packed: records the id in the active ContainedRefs and
 // returns its owner. Throws InvalidUsageError when raio is not initialized or the object

@@ -24,6 +24,7 @@
 #include "raio/node.pb.h"
 #include "raio/raio.h"
 #include "raio/rpc.pb.h"
+#include "raio/rpc/connection_pool.h"
 #include "raio/rpc/listener.h"
 #include "raio/worker/core_worker.h"
 #include "raio/worker/function_registry.h"
@@ -127,7 +128,9 @@ JobId WorkerJobId() {
   proto::RegisterWorkerRequest reg;
   reg.set_worker_id(id.Binary());
   reg.set_pid(getpid());
-  reg.set_socket_path(socket_path);
+  // The executor's endpoint; the node adds its node id and this worker's.
+  reg.mutable_address()->set_ip("127.0.0.1");
+  reg.mutable_address()->set_unix_socket(socket_path);
   auto reply = rpc::CallSync(*node, proto::REGISTER_WORKER, reg, config::kControlRpcTimeout);
   proto::RegisterWorkerReply r;
   if (!reply.ok() || !r.ParseFromString(*reply)) {
@@ -145,7 +148,7 @@ JobId WorkerJobId() {
     std::lock_guard<std::mutex> lock(g_mu);
     g_core = std::make_shared<worker::CoreWorker>(
         worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), session,
-                                    WorkerNamespace(), WorkerJobId()},
+                                    WorkerNamespace(), WorkerJobId(), nullptr},
         *loop, node, std::move(*store));
     executor->set_store(&g_core->store());
     executor->set_core(g_core.get());
@@ -216,11 +219,14 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
                      reply.ok() ? "malformed reply" : std::string(reply.status().message())));
   }
   // The node passes its object store's memory on connecting (the store has no file name).
-  auto node =
-      rpc::ConnectUnixReceivingFd(rt.loop->io(), jr.node_socket_path(), config::kConnectTimeout);
+  // A driver attaches to a node on its own host (the head chose one there).
+  const proto::Address& node_address = jr.node_address();
+  auto node = rpc::ConnectUnixReceivingFd(rt.loop->io(), node_address.unix_socket(),
+                                          config::kConnectTimeout);
   if (!node.ok()) {
-    throw ClusterUnavailableError(absl::StrCat(
-        "cannot reach the node daemon at ", jr.node_socket_path(), ": ", node.status().message()));
+    throw ClusterUnavailableError(absl::StrCat("cannot reach the node daemon, ",
+                                               rpc::DescribeAddress(node_address), ": ",
+                                               node.status().message()));
   }
   rt.node = node->connection;
   std::weak_ptr<worker::CoreWorker>* weak_core = new std::weak_ptr<worker::CoreWorker>();
@@ -252,10 +258,10 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
     throw ClusterUnavailableError(
         absl::StrCat("cannot map the node's object store: ", store.status().message()));
   }
-  std::string socket_dir = jr.node_socket_path().substr(0, jr.node_socket_path().rfind('/'));
   rt.core = std::make_shared<worker::CoreWorker>(
-      worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), socket_dir,
-                                  ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns, jr.job_id()},
+      worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), dr.socket_dir(),
+                                  ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns, jr.job_id(),
+                                  nullptr},
       *rt.loop, rt.node, std::move(*store));
   if (absl::Status s = rt.core->StartOwnerService(); !s.ok()) {
     throw ClusterUnavailableError(absl::StrCat("cannot start the owner service: ", s.message()));

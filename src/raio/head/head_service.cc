@@ -9,6 +9,7 @@
 #include "raio/common/resources.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
+#include "raio/rpc/connection_pool.h"
 
 namespace raio::head {
 
@@ -130,7 +131,7 @@ void HeadService::OnClose(const std::shared_ptr<rpc::Connection>& conn) {
 void HeadService::HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>& r,
                                      proto::RegisterNodeRequest& req) {
   const auto& conn = r.conn();
-  if (req.node_id().empty() || req.socket_path().empty()) {
+  if (req.node_id().empty() || req.address().unix_socket().empty()) {
     r.Error(absl::InvalidArgumentError("node id and socket path are required"));
     return;
   }
@@ -144,7 +145,7 @@ void HeadService::HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>&
     r.Error(absl::AlreadyExistsError("node " + req.node_id() + " is already registered"));
     return;
   }
-  RAIO_LOG_INFO("node {} joined at {}", req.node_id(), req.socket_path());
+  RAIO_LOG_INFO("node {} joined, {}", req.node_id(), rpc::DescribeAddress(req.address()));
   std::string id = req.node_id();
   nodes_[id] = NodeEntry{std::move(req), conn};
   r.Ok(proto::Empty());
@@ -172,7 +173,7 @@ void HeadService::HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r
   proto::RegisterJobReply reply;
   reply.set_job_id(job_id);
   reply.set_node_id(chosen->info.node_id());
-  reply.set_node_socket_path(chosen->info.socket_path());
+  *reply.mutable_node_address() = chosen->info.address();
   r.Ok(reply);
 }
 

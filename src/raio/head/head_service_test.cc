@@ -45,7 +45,7 @@ class HeadServiceTest : public ::testing::Test {
   absl::Status Register(rpc::Connection& conn, const std::string& node_id, double cpus) {
     proto::RegisterNodeRequest req;
     req.set_node_id(node_id);
-    req.set_socket_path("/tmp/x.sock");
+    req.mutable_address()->set_unix_socket("/tmp/x.sock");
     (*req.mutable_total()->mutable_amounts())["CPU"] = cpus;
     return rpc::CallSync(conn, proto::REGISTER_NODE, req, 2s).status();
   }

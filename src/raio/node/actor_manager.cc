@@ -18,7 +18,7 @@ proto::ActorInfo ActorManager::Info(const Record& r) const {
   proto::ActorInfo info;
   info.set_actor_id(r.spec.actor_id());
   info.set_state(r.state);
-  info.set_address(r.address);
+  if (r.state == proto::ACTOR_ALIVE) *info.mutable_address() = r.address;
   info.set_incarnation(r.incarnation);
   info.set_name(r.spec.name());
   info.set_namespace_(r.spec.namespace_());
@@ -174,7 +174,7 @@ void ActorManager::Bind(Record& r, WorkerProcess& worker) {
   req.set_incarnation(r.incarnation);
   ActorId id = ActorId::FromBinary(r.spec.actor_id());
   uint32_t incarnation = r.incarnation;
-  std::string address = worker.socket_path;
+  proto::Address address = worker.address;
   worker.conn->Call(
       proto::CREATE_ACTOR_INSTANCE, req,
       [this, id, incarnation, address](const absl::StatusOr<std::string_view>& reply) {
@@ -226,7 +226,7 @@ void ActorManager::Bury(Record& r, const std::string& cause, bool kill_worker) {
   r.state = proto::ACTOR_DEAD;
   r.death_cause = cause;
   r.creating = false;
-  r.address.clear();
+  r.address.Clear();
   if (!r.spec.name().empty()) names_.erase({r.spec.namespace_(), r.spec.name()});
   if (kill_worker && !r.worker.IsNil()) pool_.Kill(r.worker);
   r.worker = WorkerId();
@@ -238,7 +238,7 @@ bool ActorManager::OnWorkerGone(const WorkerId& worker, const std::string& reaso
   for (auto& [id, r] : actors_) {
     if (r.worker != worker || r.state == proto::ACTOR_DEAD) continue;
     r.worker = WorkerId();
-    r.address.clear();
+    r.address.Clear();
     r.creating = false;
     Release(r);
     int max = r.spec.max_restarts();

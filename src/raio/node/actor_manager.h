@@ -57,7 +57,7 @@ class ActorManager {
     std::optional<Allocation> allocation;
     WorkerId worker;  // nil when none bound
     bool creating = false;
-    std::string address;
+    proto::Address address;  // its worker's executor (ALIVE)
     int32_t pid = 0;
     uint32_t incarnation = 0;
     uint32_t num_restarts = 0;

@@ -80,7 +80,7 @@ absl::Status NodeManager::Start() {
                });
   proto::RegisterNodeRequest reg;
   reg.set_node_id(id_.Hex());
-  reg.set_socket_path(socket_path_);
+  *reg.mutable_address() = address();
   reg.set_hostname(Hostname());
   options_.total.ToProto(reg.mutable_total());
   auto reply = rpc::CallSync<proto::REGISTER_NODE>(*head_, reg);
@@ -403,6 +403,7 @@ void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHead
   proto::RegisterDriverReply reply;
   reply.set_node_id(id_.Hex());
   reply.set_object_store_bytes(store_->capacity_bytes());
+  reply.set_socket_dir(options_.session_dir);
   conn->Reply(h, reply);
   // Prestart one worker so that the first task does not wait for a process start.
   if (absl::Status s = pool_.StartWorker(WorkerKey{req.job_id(), {}}); !s.ok()) {
@@ -410,10 +411,22 @@ void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHead
   }
 }
 
+proto::Address NodeManager::address() const {
+  proto::Address a;
+  a.set_ip("127.0.0.1");
+  a.set_node_id(id_.Binary());
+  a.set_unix_socket(socket_path_);
+  return a;
+}
+
 void NodeManager::HandleRegisterWorker(const ConnPtr& conn, const rpc::FrameHeader& h,
                                        const proto::RegisterWorkerRequest& req) {
   WorkerId id = WorkerId::FromBinary(req.worker_id());
-  auto worker = pool_.OnRegistered(id, req.pid(), conn, req.socket_path());
+  // The node vouches for where its workers run: the address names this node.
+  proto::Address address = req.address();
+  address.set_node_id(id_.Binary());
+  address.set_worker_id(id.Binary());
+  auto worker = pool_.OnRegistered(id, req.pid(), conn, std::move(address));
   if (!worker.ok()) {
     conn->ReplyError(h, worker.status());
     return;
@@ -511,7 +524,7 @@ void NodeManager::Grant(Lease& lease, WorkerProcess& worker) {
   proto::RequestWorkerLeaseReply reply;
   reply.set_result(proto::RequestWorkerLeaseReply::GRANTED);
   reply.set_worker_id(worker.id.Binary());
-  reply.set_worker_socket_path(worker.socket_path);
+  *reply.mutable_worker_address() = worker.address;
   reply.set_saturated(!resources_.available().Contains(lease.demand));
   lease.owner->Reply(lease.request, reply);
 }

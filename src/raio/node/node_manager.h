@@ -60,6 +60,9 @@ class NodeManager {
 
   const NodeId& id() const { return id_; }
   const std::string& socket_path() const { return socket_path_; }
+  // Where drivers and workers on this host reach the node (its Unix socket; no TCP
+  // endpoint until nodes serve other hosts).
+  proto::Address address() const;
 
  private:
   struct Lease {

@@ -1,11 +1,13 @@
 #include "raio/rpc/connection.h"
 
 #include <google/protobuf/message_lite.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <sys/socket.h>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
+#include <cstring>
 
 #include "raio/common.pb.h"
 #include "raio/common/config.h"
@@ -36,16 +38,25 @@ void Connection::Start(RequestHandler on_request, CloseHandler on_close) {
 }
 
 void Connection::AppendFrameLocked(FrameKind kind, uint32_t method, uint64_t request_id,
-                                   const google::protobuf::MessageLite* message) {
-  std::size_t body = message ? message->ByteSizeLong() : 0;
+                                   const google::protobuf::MessageLite* message,
+                                   std::string_view suffix) {
+  std::size_t size = message ? message->ByteSizeLong() : 0;
+  std::size_t body = size + suffix.size();
   std::size_t at = out_.size();
   out_.resize(at + kFrameHeaderBytes + body);
   FrameHeader h{kind, method, request_id, static_cast<uint32_t>(body)};
   EncodeFrameHeader(h, out_.data() + at);
-  if (message) {
-    message->SerializeWithCachedSizesToArray(
-        reinterpret_cast<uint8_t*>(out_.data() + at + kFrameHeaderBytes));
-  }
+  char* p = out_.data() + at + kFrameHeaderBytes;
+  if (message) message->SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(p));
+  if (!suffix.empty()) std::memcpy(p + size, suffix.data(), suffix.size());
+}
+
+FieldSuffix& FieldSuffix::Add(int number, uint64_t value) {
+  using google::protobuf::internal::WireFormatLite;
+  auto* p = reinterpret_cast<uint8_t*>(buf_ + size_);
+  uint8_t* end = WireFormatLite::WriteUInt64ToArray(number, value, p);
+  size_ += static_cast<std::size_t>(end - p);
+  return *this;
 }
 
 void Connection::KickWriteLocked(bool flush_now) {
@@ -104,7 +115,8 @@ void Connection::WriteLoop() {
 }
 
 void Connection::Call(uint32_t method, const google::protobuf::MessageLite& request,
-                      ReplyCallback callback, std::optional<std::chrono::milliseconds> timeout) {
+                      ReplyCallback callback, std::optional<std::chrono::milliseconds> timeout,
+                      std::string_view suffix) {
   raio::MutexLock lock(&mu_);
   if (closed_) {
     boost::asio::post(io_, [cb = std::move(callback), peer = peer_name_] {
@@ -131,7 +143,7 @@ void Connection::Call(uint32_t method, const google::protobuf::MessageLite& requ
       cb(absl::DeadlineExceededError("no reply from " + self->peer_name_ + " in time"));
     });
   }
-  AppendFrameLocked(FrameKind::kRequest, method, id, &request);
+  AppendFrameLocked(FrameKind::kRequest, method, id, &request, suffix);
   KickWriteLocked();
 }
 

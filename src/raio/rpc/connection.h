@@ -34,6 +34,19 @@ namespace raio::rpc {
 
 using Socket = boost::asio::generic::stream_protocol::socket;
 
+// Up to two varint fields, encoded to follow a serialized message (Connection::Call's
+// `suffix`): e.g. the attempt number of a queued PushTaskRequest.
+class FieldSuffix {
+ public:
+  // Appends field `number` with varint `value` (at most two fields).
+  FieldSuffix& Add(int number, uint64_t value);
+  std::string_view view() const { return {buf_, size_}; }
+
+ private:
+  char buf_[32];
+  std::size_t size_ = 0;
+};
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // Handles an incoming request or one-way frame. `body` is valid only during the call.
@@ -54,9 +67,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Start(RequestHandler on_request, CloseHandler on_close);
 
   // Sends a request; `callback` runs on the loop thread with the reply or failure.
-  // `timeout` nullopt means wait for as long as the connection lives.
+  // `timeout` nullopt means wait for as long as the connection lives. `suffix`: encoded
+  // fields appended to the serialized request (protobuf merges them: a later scalar wins),
+  // so that a queued message is sent with per-send fields (attempt, sequence) without
+  // being changed (see FieldSuffix).
   void Call(uint32_t method, const google::protobuf::MessageLite& request, ReplyCallback callback,
-            std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+            std::string_view suffix = {});
   // Sends a frame that expects no reply.
   void SendOneWay(uint32_t method, const google::protobuf::MessageLite& message);
   // `flush_now`: write at once even on the loop thread instead of coalescing with the rest
@@ -74,7 +91,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   Connection(Socket socket, std::string peer_name);
   void AppendFrameLocked(FrameKind kind, uint32_t method, uint64_t request_id,
-                         const google::protobuf::MessageLite* message)
+                         const google::protobuf::MessageLite* message,
+                         std::string_view suffix = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KickWriteLocked(bool flush_now = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Flush();

@@ -10,15 +10,35 @@
 
 namespace raio::worker {
 
-ActorSubmitter::ActorSubmitter(raio::Mutex& mu, EventLoop& loop,
-                               std::shared_ptr<rpc::Connection> node, TaskSubmitter& tasks,
-                               ObjectTable& objects, DependencyResolver& resolver)
+ActorSubmitter::ActorSubmitter(raio::Mutex& mu, Outbox& outbox, rpc::ConnectionPool& pool,
+                               EventLoop& loop, std::shared_ptr<rpc::Connection> node,
+                               TaskSubmitter& tasks, ObjectTable& objects,
+                               DependencyResolver& resolver)
     : mu_(mu),
+      outbox_(outbox),
+      pool_(pool),
       loop_(loop),
       node_(std::move(node)),
       tasks_(tasks),
       objects_(objects),
-      resolver_(resolver) {}
+      resolver_(resolver) {
+  // When an actor's process goes, stop sending there at once and wait for its next
+  // incarnation (calls submitted meanwhile queue instead of failing).
+  pool_.OnClose([this](const std::shared_ptr<rpc::Connection>& conn, const absl::Status&) {
+    OnConnectionClosed(conn);
+  });
+}
+
+void ActorSubmitter::OnConnectionClosed(const std::shared_ptr<rpc::Connection>& conn) {
+  OutboxLock lock(&mu_, &outbox_);
+  if (shut_down_) return;
+  for (auto& [id, a] : actors_) {
+    if (a.conn != conn) continue;
+    a.state = Actor::State::kResolving;
+    a.conn.reset();
+    if (!a.waiting) WaitForActor(a, a.incarnation + 1);
+  }
+}
 
 void ActorSubmitter::Submit(const ActorId& id, proto::PushActorTaskRequest request,
                             ObjectId return_id, int num_returns, std::vector<ObjectId> held,
@@ -53,22 +73,28 @@ void ActorSubmitter::Submit(const ActorId& id, proto::PushActorTaskRequest reque
 
 void ActorSubmitter::WaitForActor(Actor& actor, uint32_t min_incarnation) {
   actor.waiting = true;
-  proto::WaitActorRequest req;
-  req.set_actor_id(actor.id.Binary());
-  req.set_min_incarnation(min_incarnation);
+  auto req = std::make_shared<proto::WaitActorRequest>();
+  req->set_actor_id(actor.id.Binary());
+  req->set_min_incarnation(min_incarnation);
   ActorId id = actor.id;
-  node_->Call(proto::WAIT_ACTOR, req,
-              [this, id](const absl::StatusOr<std::string_view>& r) { OnActorInfo(id, r); });
+  outbox_.Call(node_, proto::WAIT_ACTOR, std::move(req),
+               [this, id](const absl::StatusOr<std::string_view>& r) { OnActorInfo(id, r); });
 }
 
 void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::string_view>& reply) {
-  raio::MutexLock lock(&mu_);
+  proto::ActorInfo info;
+  const bool parsed =
+      reply.ok() && info.ParseFromArray(reply->data(), static_cast<int>(reply->size()));
+  // Connect to a live actor's worker before taking the mutex (a connect may block).
+  absl::StatusOr<std::shared_ptr<rpc::Connection>> conn =
+      absl::FailedPreconditionError("not alive");
+  if (parsed && info.state() != proto::ACTOR_DEAD) conn = pool_.Get(info.address());
+  OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
   auto it = actors_.find(id);
   if (it == actors_.end()) return;
   Actor& actor = it->second;
   actor.waiting = false;
-  proto::ActorInfo info;
   if (!reply.ok() && reply.status().code() == absl::StatusCode::kUnavailable) {
     // The node daemon is gone (cluster stopped): not the actor's fault.
     std::string why = absl::StrCat("the node daemon is gone: ", reply.status().message());
@@ -79,7 +105,7 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
     for (auto& call : queue) Fail(call, why, proto::NODE_DIED);
     return;
   }
-  if (!reply.ok() || !info.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
+  if (!parsed) {
     actor.state = Actor::State::kDead;
     actor.death_cause =
         absl::StrCat("actor ", id.Hex(), " is unknown or unreachable: ",
@@ -90,25 +116,11 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
         absl::StrCat("actor ", id.Hex(), info.name().empty() ? "" : " ('" + info.name() + "')",
                      " is dead: ", info.death_cause());
   } else {
-    auto conn = rpc::ConnectUnix(loop_.io(), info.address());
-    if (!conn.ok()) {
+    if (!conn.ok() || (*conn)->closed()) {
       // It died between the reply and now: wait for the next incarnation.
       WaitForActor(actor, info.incarnation() + 1);
       return;
     }
-    // When the actor's process goes, stop sending there at once and wait for its next
-    // incarnation (calls submitted meanwhile queue instead of failing).
-    (*conn)->Start(nullptr,
-                   [this, id](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
-                     raio::MutexLock lock(&mu_);
-                     if (shut_down_) return;
-                     auto it = actors_.find(id);
-                     if (it == actors_.end() || it->second.conn != c) return;
-                     Actor& a = it->second;
-                     a.state = Actor::State::kResolving;
-                     a.conn.reset();
-                     if (!a.waiting) WaitForActor(a, a.incarnation + 1);
-                   });
     actor.conn = *conn;
     actor.incarnation = info.incarnation();
     actor.max_task_retries = info.max_task_retries();
@@ -140,21 +152,27 @@ void ActorSubmitter::Flush(Actor& actor) {
     std::shared_ptr<Call> call = std::move(actor.queue.front());
     actor.queue.pop_front();
     uint64_t seq = actor.next_sequence++;
-    call->request.set_sequence(seq);
     actor.in_flight[seq] = call;
     call->incarnation = actor.incarnation;
     ActorId id = actor.id;
     uint32_t incarnation = actor.incarnation;
-    actor.conn->Call(proto::PUSH_ACTOR_TASK, call->request,
-                     [this, id, incarnation, seq](const absl::StatusOr<std::string_view>& r) {
-                       OnReply(id, incarnation, seq, r);
-                     });
+    // The request is not changed per push: sequence and attempt follow it as a suffix.
+    rpc::FieldSuffix suffix;
+    suffix.Add(proto::PushActorTaskRequest::kSequenceFieldNumber, seq);
+    if (call->attempt > 0) suffix.Add(proto::PushActorTaskRequest::kAttemptFieldNumber, call->attempt);
+    outbox_.Call(
+        actor.conn, proto::PUSH_ACTOR_TASK,
+        std::shared_ptr<const google::protobuf::MessageLite>(call, &call->request),
+        [this, id, incarnation, seq](const absl::StatusOr<std::string_view>& r) {
+          OnReply(id, incarnation, seq, r);
+        },
+        std::nullopt, suffix);
   }
 }
 
 void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t sequence,
                              const absl::StatusOr<std::string_view>& reply) {
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
   auto it = actors_.find(id);
   if (it == actors_.end()) return;
@@ -190,7 +208,7 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
     objects_.SettleOnBehalf(call->return_id, tasks_.self(), /*delivered=*/false);
     if (actor.max_task_retries < 0 || call->retries_used < actor.max_task_retries) {
       ++call->retries_used;
-      call->request.set_attempt(call->request.attempt() + 1);
+      ++call->attempt;
       retry.push_back(call);
     } else {
       actor.lost.push_back(call);
@@ -333,9 +351,7 @@ std::string ActorSubmitter::DescribePending(const ObjectId& id) const {
 
 void ActorSubmitter::Shutdown() {
   shut_down_ = true;
-  for (auto& [id, actor] : actors_) {
-    if (actor.conn) actor.conn->Close(absl::CancelledError("shutting down"));
-  }
+  // The CoreWorker closes the pooled connections after releasing the mutex.
 }
 
 }  // namespace raio::worker

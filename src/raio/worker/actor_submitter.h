@@ -26,8 +26,11 @@ namespace raio::worker {
 
 class ActorSubmitter {
  public:
-  ActorSubmitter(raio::Mutex& mu, EventLoop& loop, std::shared_ptr<rpc::Connection> node,
-                 TaskSubmitter& tasks, ObjectTable& objects, DependencyResolver& resolver);
+  // `outbox` takes the sends decided under `mu`; `pool` gives connections to actors'
+  // workers (never used with `mu` held).
+  ActorSubmitter(raio::Mutex& mu, Outbox& outbox, rpc::ConnectionPool& pool, EventLoop& loop,
+                 std::shared_ptr<rpc::Connection> node, TaskSubmitter& tasks,
+                 ObjectTable& objects, DependencyResolver& resolver);
 
   // Queues a call; `held` are object references (already taken) to drop when it
   // completes; `ref_args` are its ObjectRef arguments, whose TaskArg slots in `request`
@@ -54,6 +57,7 @@ class ActorSubmitter {
     int num_returns = 1;
     std::vector<ObjectId> held;
     int retries_used = 0;
+    uint32_t attempt = 0;      // sent with each push (a FieldSuffix), as is the sequence
     uint32_t incarnation = 0;  // of the actor process it was last sent to
     bool resolving = false;    // its ObjectRef arguments are not all ready
   };
@@ -78,6 +82,8 @@ class ActorSubmitter {
   static std::string LostInRestart(const ActorId& id, const Call& call, const std::string& cause);
   void WaitForActor(Actor& actor, uint32_t min_incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnActorInfo(const ActorId& id, const absl::StatusOr<std::string_view>& reply);
+  // A pooled connection closed: an actor reached through it waits for its next incarnation.
+  void OnConnectionClosed(const std::shared_ptr<rpc::Connection>& conn);
   void Flush(Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnReply(const ActorId& id, uint32_t incarnation, uint64_t sequence,
                const absl::StatusOr<std::string_view>& reply);
@@ -92,6 +98,8 @@ class ActorSubmitter {
   void Finish(const std::shared_ptr<Call>& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   raio::Mutex& mu_;
+  Outbox& outbox_;
+  rpc::ConnectionPool& pool_;
   EventLoop& loop_;
   std::shared_ptr<rpc::Connection> node_;
   TaskSubmitter& tasks_;

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
@@ -20,48 +21,56 @@ thread_local bool tls_executing_task = false;
 
 void CoreWorker::SetExecutingTask(bool executing) { tls_executing_task = executing; }
 
+namespace {
+std::shared_ptr<rpc::ConnectionFactory> FactoryFor(const CoreWorker::Options& options) {
+  if (options.connection_factory) return options.connection_factory;
+  return rpc::MakeSocketConnectionFactory(absl::HexStringToBytes(options.node_id_hex),
+                                          config::kConnectTimeout);
+}
+}  // namespace
+
 CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Connection> node,
                        std::unique_ptr<StoreClient> store)
     : options_(std::move(options)),
       loop_(loop),
       node_(node),
       store_(std::move(store)),
+      pool_(loop.io(), FactoryFor(options_)),
       objects_(
           ObjectTable::Callbacks{[this](const ObjectId& id, ObjectEntry& e)
                                      ABSL_NO_THREAD_SAFETY_ANALYSIS { OnObjectFreed(id, e); },
                                  [this](const ObjectId& id, ObjectEntry& e)
                                      ABSL_NO_THREAD_SAFETY_ANALYSIS { OnObjectReady(id, e); }}),
       resolver_(objects_),
-      submitter_(mu_, ready_cv_, completions_, objects_, resolver_, loop, node,
+      submitter_(mu_, outbox_, pool_, ready_cv_, completions_, objects_, resolver_, loop, node,
                  options_.node_id_hex, options_.worker_id),
-      actor_submitter_(mu_, loop, node, submitter_, objects_, resolver_) {
+      actor_submitter_(mu_, outbox_, pool_, loop, node, submitter_, objects_, resolver_) {
   RegisterOwnerServiceHandlers();
+  pool_.OnClose([this](const std::shared_ptr<rpc::Connection>& conn, const absl::Status&) {
+    OnPooledConnectionClosed(conn);
+  });
 }
 
 CoreWorker::~CoreWorker() { Shutdown(); }
 
 void CoreWorker::Shutdown() {
-  std::vector<std::shared_ptr<rpc::Connection>> watches;
   {
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     if (shut_down_) return;
     shut_down_ = true;
     submitter_.AssertHeld();
     submitter_.Shutdown();
     actor_submitter_.AssertHeld();
     actor_submitter_.Shutdown();
-    for (auto& [address, conn] : owner_conns_) conn->Close(absl::CancelledError("shutting down"));
-    owner_conns_.clear();
-    for (auto& [borrower, conn] : borrower_watches_) watches.push_back(conn);
     borrower_watches_.clear();
     ready_cv_.SignalAll();
   }
   // Their close callbacks take mu_.
-  for (auto& conn : watches) conn->Close(absl::CancelledError("shutting down"));
+  pool_.CloseAll(absl::CancelledError("shutting down"));
 }
 
 void CoreWorker::OnNodeLost(const std::string& why) {
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
   node_lost_ = why;
   submitter_.AssertHeld();
@@ -132,7 +141,7 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
       auto_put.push_back(id);
     }
   }
-  auto task = std::make_unique<TaskEntry>();
+  auto task = std::make_shared<TaskEntry>();
   proto::TaskSpec* spec = task->request.mutable_spec();
   spec->set_function_name(function_name);
   spec->set_owner_worker_id(options_.worker_id.Binary());
@@ -152,7 +161,7 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
     contained.insert(contained.end(), arg.contained.begin(), arg.contained.end());
   }
   std::vector<RefArg> ref_args = SplitArgs(args, spec->mutable_args());
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) throw InvalidUsageError("raio is shut down");
   if (!node_lost_.empty()) throw ClusterUnavailableError("the node daemon is gone: " + node_lost_);
   TaskId task_id = MakeTaskId(options_.worker_id, next_task_seq_++);
@@ -177,7 +186,7 @@ ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, co
                          std::size_t size, std::vector<ObjectId> contained) {
   ObjectId id;
   {
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     if (shut_down_) throw InvalidUsageError("raio is shut down");
     id = MakeObjectId(MakeTaskId(options_.worker_id, next_task_seq_++), 0x80000000u);
   }
@@ -187,7 +196,7 @@ ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, co
       throw ObjectStoreFullError(std::string(s.message()));
     }
     if (!s.ok()) throw ClusterUnavailableError(absl::StrCat("Put failed: ", s.message()));
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     objects_.Create(id, /*local_refs=*/1);
     objects_.SetInStore(id);
     for (const auto& c : contained) objects_.AddLocalRef(c);
@@ -195,7 +204,7 @@ ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, co
     return id;
   }
   auto bytes = std::make_shared<const std::string>(static_cast<const char*>(data), size);
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   objects_.Create(id, /*local_refs=*/1);
   objects_.SetValue(id, internal::ValueView{format, dtype, *bytes, bytes});
   for (const auto& c : contained) objects_.AddLocalRef(c);
@@ -204,13 +213,16 @@ ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, co
 }
 
 void CoreWorker::NotifyBlocked(bool blocked) {
-  proto::NotifyBlockedRequest req;
-  req.set_worker_id(options_.worker_id.Binary());
-  node_->SendOneWay(blocked ? proto::NOTIFY_BLOCKED : proto::NOTIFY_UNBLOCKED, req);
+  auto req = std::make_shared<proto::NotifyBlockedRequest>();
+  req->set_worker_id(options_.worker_id.Binary());
+  outbox_.Send(node_, blocked ? proto::NOTIFY_BLOCKED : proto::NOTIFY_UNBLOCKED, std::move(req));
 }
 
 bool CoreWorker::WaitForCompletionLocked(std::chrono::steady_clock::time_point spin_until,
                                          absl::Time deadline, bool* blocked) {
+  // What this wait depends on (a fetch from an owner, a task) may still be queued. A drain
+  // releases the mutex: the caller looks again before anything sleeps.
+  if (outbox_.DrainLocked()) return false;
   if (std::chrono::steady_clock::now() < spin_until) {
     uint64_t seen = completions_.load(std::memory_order_acquire);
     mu_.Unlock();
@@ -224,6 +236,7 @@ bool CoreWorker::WaitForCompletionLocked(std::chrono::steady_clock::time_point s
   if (!*blocked && tls_executing_task && !options_.is_driver) {
     *blocked = true;
     NotifyBlocked(true);
+    if (outbox_.DrainLocked()) return false;
   }
   return ready_cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline;
 }
@@ -238,7 +251,7 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
   bool blocked = false;
   std::string owner_address;  // set when reading a borrowed object
   {
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     while (true) {
       if (shut_down_) throw InvalidUsageError("raio is shut down");
       ObjectEntry* e = objects_.Find(id);
@@ -266,7 +279,8 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
         if (state.empty()) state = actor_submitter_.DescribePending(id);
         if (state.empty()) {
           state = e->borrowed
-                      ? absl::StrCat("its owner at ", e->owner_address, " has not produced it yet")
+                      ? absl::StrCat("its owner, ", DescribeOwner(e->owner_address),
+                                     ", has not produced it yet")
                       : "the task that makes it keeps running";
         }
         throw GetTimeoutError(absl::StrCat("object ", id.Hex(), " was not ready within ",
@@ -285,15 +299,16 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
       throw OwnerDiedError(std::string(view.status().message()));
     }
     if (!owner_address.empty()) {
-      throw OwnerDiedError(absl::StrCat("object ", id.Hex(), " is gone: its owner at ",
-                                        owner_address, " freed it or died (",
+      throw OwnerDiedError(absl::StrCat("object ", id.Hex(), " is gone: its owner, ",
+                                        DescribeOwner(owner_address), ", freed it or died (",
                                         view.status().message(), ")"));
     }
     throw ObjectLostError(absl::StrCat(
         "object ", id.Hex(), " could not be read from the store: ", view.status().message(),
         owner_address.empty()
             ? ""
-            : absl::StrCat(" (its owner at ", owner_address, " freed it or exited)")));
+            : absl::StrCat(" (its owner, ", DescribeOwner(owner_address),
+                           ", freed it or exited)")));
   }
   return *view;
 }
@@ -306,7 +321,7 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_obj
       std::min<std::chrono::microseconds>(config::kGetSpin, timeout.value_or(config::kGetSpin));
   std::vector<bool> ready(ids.size(), false);
   bool blocked = false;
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   while (true) {
     if (shut_down_) throw InvalidUsageError("raio is shut down");
     int n = 0;
@@ -325,24 +340,24 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_obj
 }
 
 void CoreWorker::AddLocalReference(const ObjectId& id) {
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   objects_.AddLocalRef(id);
 }
 
 void CoreWorker::RemoveLocalReference(const ObjectId& id) {
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   objects_.RemoveLocalRef(id);
 }
 
 void CoreWorker::Cancel(const ObjectId& id, bool force) {
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) throw InvalidUsageError("raio is shut down");
   submitter_.AssertHeld();
   submitter_.Cancel(id, force);
 }
 
 std::size_t CoreWorker::NumOwnedObjects() {
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   return objects_.size();
 }
 

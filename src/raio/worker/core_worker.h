@@ -25,11 +25,13 @@
 #include "raio/internal/runtime.h"
 #include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
+#include "raio/rpc/connection_pool.h"
 #include "raio/rpc/listener.h"
 #include "raio/rpc/service.h"
 #include "raio/worker/actor_submitter.h"
 #include "raio/worker/dependency_resolver.h"
 #include "raio/worker/object_table.h"
+#include "raio/worker/outbox.h"
 #include "raio/worker/store_client.h"
 #include "raio/worker/task_submitter.h"
 
@@ -41,11 +43,14 @@ class CoreWorker {
     WorkerId worker_id;
     bool is_driver = true;
     std::string node_id_hex;
-    // Directory for this process's owner-service socket (o-<worker id>.sock).
+    // Directory in which this process creates its owner-service socket
+    // (o-<worker id>.sock), as its node says.
     std::string socket_dir;
     // Namespace of named actors when none is given ("job-<id>" unless Init sets one).
     std::string default_namespace;
     JobId job_id = 0;
+    // How peers are connected to; null: Unix sockets on this node, TCP elsewhere.
+    std::shared_ptr<rpc::ConnectionFactory> connection_factory;
   };
 
   // `loop` must outlive the CoreWorker; `node` is a started connection on that loop;
@@ -87,8 +92,8 @@ class CoreWorker {
                                                           const WorkerId& borrower,
                                                           const proto::TaskSpec& spec,
                                                           uint32_t attempt);
-  // The owner-service socket of a process on this node.
-  std::string OwnerServiceAddressOf(const WorkerId& worker) const;
+  // Where this process's owner service is (valid after StartOwnerService).
+  const proto::Address& owner_address() const { return caller_address_; }
   internal::ValueView Get(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
   std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
                          std::optional<std::chrono::microseconds> timeout);
@@ -133,9 +138,8 @@ class CoreWorker {
   // Asks a borrowed object's owner for its value (once); the reply completes the entry.
   void FetchBorrowedLocked(const ObjectId& id, ObjectEntry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<rpc::Connection> OwnerConnectionLocked(const std::string& address,
-                                                         bool quiet = false)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "worker W on node N at ..." for an owner address as ObjectEntry keeps it.
+  static std::string DescribeOwner(const std::string& encoded_address);
   // Fills owner_service_'s table (constructor).
   void RegisterOwnerServiceHandlers();
   // ADD_BORROWER: `req.borrower_worker_id` now holds references to an object owned here.
@@ -145,13 +149,16 @@ class CoreWorker {
   // ObjectTable::AddBorrowerOnBehalf), watching the borrower's process first. Returns false
   // when `id` is not an owned object here.
   bool AddBorrowerOnBehalfLocked(const ObjectId& id, const WorkerId& borrower,
-                                 const std::string& borrower_address, const std::string& task_id,
-                                 uint32_t attempt, int count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Keeps a connection to `borrower`'s owner service, whose closing means the borrower
-  // died: then its references are dropped everywhere. Returns false when the borrower
-  // cannot be reached (it is already gone).
-  bool WatchBorrowerLocked(const WorkerId& borrower, const std::string& address)
+                                 const proto::Address& borrower_address,
+                                 const std::string& task_id, uint32_t attempt, int count)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps a connection to `borrower`'s owner service (made after the mutex is released),
+  // whose closing means the borrower died: then its references are dropped everywhere,
+  // as they are at once when it cannot be reached.
+  void WatchBorrowerLocked(const WorkerId& borrower, const proto::Address& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pooled connection closed: borrowers watched through it are gone.
+  void OnPooledConnectionClosed(const std::shared_ptr<rpc::Connection>& conn);
   // Waits (mu_ held) for any completion: first by spinning until `spin_until` with mu_
   // released, then on the condition variable until `deadline`. Returns true on timeout.
   bool WaitForCompletionLocked(std::chrono::steady_clock::time_point spin_until,
@@ -164,6 +171,10 @@ class CoreWorker {
   std::shared_ptr<rpc::Connection> node_;
   std::unique_ptr<StoreClient> store_;
   raio::Mutex mu_;
+  // Sends decided under mu_, made after it is released (OutboxLock).
+  Outbox outbox_{mu_};
+  // Connections to other processes' owner services and executors.
+  rpc::ConnectionPool pool_;
   raio::CondVar ready_cv_;
   std::atomic<uint64_t> completions_{0};
   ObjectTable objects_ ABSL_GUARDED_BY(mu_);
@@ -171,12 +182,12 @@ class CoreWorker {
   TaskSubmitter submitter_;
   ActorSubmitter actor_submitter_;
   uint64_t next_task_seq_ ABSL_GUARDED_BY(mu_) = 1;
-  std::string owner_address_;
   rpc::Service owner_service_{"owner"};
-  // Where this process's owner service is (copied into every task spec it submits).
+  // Where this process's owner service is (copied into every task spec it submits), and
+  // serialized (as ObjectRefs carry it).
   proto::Address caller_address_;
+  std::string owner_address_;
   std::unique_ptr<rpc::Listener> owner_listener_;
-  std::map<std::string, std::shared_ptr<rpc::Connection>> owner_conns_ ABSL_GUARDED_BY(mu_);
   // Owner service: borrowers that registered themselves, by their connection.
   std::map<rpc::Connection*, std::set<WorkerId>> borrower_conns_ ABSL_GUARDED_BY(mu_);
   // Owner service: borrowers registered on their behalf, watched through a connection to

@@ -18,7 +18,7 @@ void CoreWorker::ResolveArgsBlocking(std::vector<internal::TaskArg>& args,
     Wait({id}, 1, std::nullopt);
     bool in_store = false;
     {
-      raio::MutexLock lock(&mu_);
+      OutboxLock lock(&mu_, &outbox_);
       ObjectEntry* e = objects_.Find(id);
       if (e == nullptr) {
         throw ObjectLostError(absl::StrCat("argument object ", id.Hex(), " is unknown or freed"));
@@ -45,7 +45,7 @@ void CoreWorker::ResolveArgsBlocking(std::vector<internal::TaskArg>& args,
         arg->set_format(static_cast<uint32_t>(a.value.format));
         arg->set_dtype(static_cast<uint32_t>(a.value.dtype));
         if (!a.contained.empty()) {
-          raio::MutexLock lock(&mu_);
+          OutboxLock lock(&mu_, &outbox_);
           for (const auto& c : a.contained) {
             objects_.AddTaskArgRef(c);
             held->push_back(c);
@@ -94,7 +94,7 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
   spec->set_owner_worker_id(options_.worker_id.Binary());
   if (std::size_t bytes = req.ByteSizeLong(); bytes > config::MaxRequestBytes()) {
     // Factory arguments travel inline (restarts reuse them), in one frame.
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     for (const auto& h : held) objects_.RemoveTaskArgRef(h);
     throw InvalidUsageError(absl::StrCat(
         "raio::Actor(", factory_name, "): the factory's arguments take ", bytes,
@@ -103,7 +103,7 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
   }
   auto reply = rpc::CallSync(*node_, proto::CREATE_ACTOR, req, config::kControlRpcTimeout);
   {
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     for (const auto& h : held) objects_.RemoveTaskArgRef(h);
   }
   if (!reply.ok()) {
@@ -119,7 +119,7 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
     }
   }
   {
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     actor_submitter_.AssertHeld();
     actor_submitter_.NoteCreated(id, resources->ToString());
   }
@@ -151,7 +151,7 @@ ObjectId CoreWorker::SubmitActorTask(const ActorId& actor, const std::string& me
         config::MaxRequestBytes(),
         " bytes for one request; raio::Put large values and pass the ObjectRef instead"));
   }
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) throw InvalidUsageError("raio is shut down");
   TaskId task_id = MakeTaskId(options_.worker_id, next_task_seq_++);
   spec->set_task_id(task_id.Binary());
@@ -180,7 +180,7 @@ void CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
   }
   // Its process is ending: later calls go to the next incarnation (or fail with its death),
   // never to the dying process.
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   actor_submitter_.AssertHeld();
   if (!shut_down_) actor_submitter_.OnKilled(actor);
 }

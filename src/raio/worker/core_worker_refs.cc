@@ -28,20 +28,22 @@ void RecordSerializedRef(const ObjectId& id) {
 
 namespace worker {
 
-std::string CoreWorker::OwnerServiceAddressOf(const WorkerId& worker) const {
-  return absl::StrCat(options_.socket_dir, "/o-", worker.Hex(), ".sock");
+std::string CoreWorker::DescribeOwner(const std::string& encoded_address) {
+  return rpc::DescribeAddress(rpc::ParseAddress(encoded_address));
 }
 
 absl::Status CoreWorker::StartOwnerService() {
-  owner_address_ = OwnerServiceAddressOf(options_.worker_id);
-  // One host until nodes listen on TCP for each other (many-nodes issue): loopback.
+  // The socket is this process's own choice, in the directory its node gave it; peers
+  // learn it only from the address (never by computing a path).
+  std::string path = absl::StrCat(options_.socket_dir, "/o-", options_.worker_id.Hex(), ".sock");
+  // One host until processes listen on TCP for other hosts (many-nodes issue): no port.
   caller_address_.set_ip("127.0.0.1");
   caller_address_.set_node_id(absl::HexStringToBytes(options_.node_id_hex));
   caller_address_.set_worker_id(options_.worker_id.Binary());
-  // No unix_socket: the address is copied into every spec, and short strings cost no
-  // allocation (the same-host path is found by node id; groundwork point 1).
+  caller_address_.set_unix_socket(path);
+  owner_address_ = caller_address_.SerializeAsString();
   auto l = rpc::Listener::ListenUnix(
-      loop_.io(), owner_address_, [this](std::shared_ptr<rpc::Connection> conn) {
+      loop_.io(), path, [this](std::shared_ptr<rpc::Connection> conn) {
         conn->Start(
             [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
                    std::string_view body) {
@@ -49,7 +51,7 @@ absl::Status CoreWorker::StartOwnerService() {
             },
             [this](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
               // The borrowers that registered themselves over this connection are gone.
-              raio::MutexLock lock(&mu_);
+              OutboxLock lock(&mu_, &outbox_);
               auto it = borrower_conns_.find(c.get());
               if (it == borrower_conns_.end()) return;
               std::set<WorkerId> borrowers = std::move(it->second);
@@ -66,14 +68,14 @@ absl::Status CoreWorker::StartOwnerService() {
 void CoreWorker::RegisterOwnerServiceHandlers() {
   owner_service_.Handle<proto::ADD_BORROWER>(
       [this](const rpc::Responder<proto::ADD_BORROWER>& r, const proto::BorrowerRequest& req) {
-        raio::MutexLock lock(&mu_);
+        OutboxLock lock(&mu_, &outbox_);
         if (shut_down_) return;
         absl::Status s = AddBorrowerLocked(*r.conn(), req);
         s.ok() ? r.Ok(proto::Empty()) : r.Error(s);
       });
   owner_service_.Handle<proto::REMOVE_BORROWER>(
       [this](const rpc::Responder<proto::REMOVE_BORROWER>&, const proto::BorrowerRequest& req) {
-        raio::MutexLock lock(&mu_);
+        OutboxLock lock(&mu_, &outbox_);
         if (shut_down_) return;
         ObjectId id = ObjectId::FromBinary(req.object_id());
         WorkerId borrower = WorkerId::FromBinary(req.borrower_worker_id());
@@ -86,7 +88,7 @@ void CoreWorker::RegisterOwnerServiceHandlers() {
       });
   owner_service_.Handle<proto::GET_OBJECT>(
       [this](const rpc::Responder<proto::GET_OBJECT>& r, const proto::GetObjectRequest& req) {
-        raio::MutexLock lock(&mu_);
+        OutboxLock lock(&mu_, &outbox_);
         if (shut_down_) return;
         ObjectId id = ObjectId::FromBinary(req.object_id());
         ObjectEntry* e = objects_.Find(id);
@@ -147,7 +149,9 @@ void CoreWorker::OnObjectReady(const ObjectId& id, ObjectEntry& e) {
     reply.set_format(static_cast<uint32_t>(e.value.format));
     reply.set_dtype(static_cast<uint32_t>(e.value.dtype));
   }
-  for (auto& [conn, header] : e.remote_getters) conn->Reply(header, reply);
+  outbox_.Run([getters = std::move(e.remote_getters), reply = std::move(reply)] {
+    for (const auto& [conn, header] : getters) conn->Reply(header, reply);
+  });
   e.remote_getters.clear();
   (void)id;
 }
@@ -155,90 +159,83 @@ void CoreWorker::OnObjectReady(const ObjectId& id, ObjectEntry& e) {
 void CoreWorker::OnObjectFreed(const ObjectId& id, ObjectEntry& e) {
   if (e.borrowed) {
     if (e.owner_registrations > 0) {
-      proto::BorrowerRequest req;
-      req.set_object_id(id.Binary());
-      req.set_borrower_worker_id(options_.worker_id.Binary());
-      req.set_count(static_cast<uint32_t>(e.owner_registrations));
-      if (auto conn = OwnerConnectionLocked(e.owner_address, /*quiet=*/true)) {
-        conn->SendOneWay(proto::REMOVE_BORROWER, req);
-      }
+      auto req = std::make_shared<proto::BorrowerRequest>();
+      req->set_object_id(id.Binary());
+      req->set_borrower_worker_id(options_.worker_id.Binary());
+      req->set_count(static_cast<uint32_t>(e.owner_registrations));
+      // Dropping a reference to an object whose owner exited is routine: nothing to say
+      // when it cannot be reached.
+      outbox_.Run([this, owner = rpc::ParseAddress(e.owner_address), req] {
+        if (auto conn = pool_.Get(owner); conn.ok()) (*conn)->SendOneWay(proto::REMOVE_BORROWER, *req);
+      });
     }
     return;
   }
-  if (e.in_store) store_->Delete(id);
-  for (auto& [conn, header] : e.remote_getters) {
-    conn->ReplyError(header, absl::NotFoundError("object freed"));
-  }
-}
-
-std::shared_ptr<rpc::Connection> CoreWorker::OwnerConnectionLocked(const std::string& address,
-                                                                   bool quiet) {
-  auto it = owner_conns_.find(address);
-  if (it != owner_conns_.end() && !it->second->closed()) return it->second;
-  auto conn = rpc::ConnectUnix(loop_.io(), address);
-  if (!conn.ok()) {
-    // Dropping a reference to an object whose owner exited is routine: no warning then.
-    if (!quiet) {
-      RAIO_LOG_WARN("cannot reach object owner at {}: {}", address, conn.status().message());
+  outbox_.Run([this, id, in_store = e.in_store, getters = std::move(e.remote_getters)] {
+    if (in_store) store_->Delete(id);
+    for (const auto& [conn, header] : getters) {
+      conn->ReplyError(header, absl::NotFoundError("object freed"));
     }
-    return nullptr;
-  }
-  (*conn)->Start(nullptr, nullptr);
-  owner_conns_[address] = *conn;
-  return *conn;
+  });
+  e.remote_getters.clear();
 }
 
 void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
   if (e.fetch_requested || e.ready) return;
   e.fetch_requested = true;
-  auto conn = OwnerConnectionLocked(e.owner_address, /*quiet=*/true);
   auto fail = [this, id](const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     resolver_.OnObjectsReady(objects_.SetError(id, MakeError(proto::OWNER_DIED, why)));
     completions_.fetch_add(1, std::memory_order_release);
     ready_cv_.SignalAll();
   };
-  if (!conn) {
-    fail(absl::StrCat("the owner of object ", id.Hex(), ", worker ", e.owner_id.Hex(),
-                      ", died: its owner service (", e.owner_address,
-                      ") is gone, and the object with it"));
-    return;
-  }
-  proto::GetObjectRequest req;
-  req.set_object_id(id.Binary());
-  conn->Call(proto::GET_OBJECT, req, [this, id, fail](const absl::StatusOr<std::string_view>& r) {
-    raio::MutexLock lock(&mu_);
-    if (shut_down_) return;
-    proto::GetObjectReply reply;
-    if (!r.ok() || !reply.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
-      fail(absl::StrCat("the owner of object ", id.Hex(), " went away: ",
-                        r.ok() ? "malformed reply" : std::string(r.status().message())));
+  outbox_.Run([this, id, fail, owner_id = e.owner_id, encoded = e.owner_address] {
+    proto::Address owner = rpc::ParseAddress(encoded);
+    auto conn = pool_.Get(owner);
+    if (!conn.ok()) {
+      OutboxLock lock(&mu_, &outbox_);
+      if (shut_down_) return;
+      fail(absl::StrCat("the owner of object ", id.Hex(), ", worker ", owner_id.Hex(),
+                        ", died: its owner service (", rpc::DescribeAddress(owner),
+                        ") is gone, and the object with it"));
       return;
     }
-    std::vector<TaskId> ready;
-    if (reply.has_error()) {
-      ready = objects_.SetError(
-          id, std::make_shared<proto::ErrorInfo>(std::move(*reply.mutable_error())));
-    } else if (reply.in_store()) {
-      // Borrowed: the owner deletes it from the store, not us.
-      ObjectEntry* e = objects_.Find(id);
-      if (e == nullptr) return;
-      ready = objects_.SetInStore(id);
-    } else {
-      auto bytes = std::make_shared<const std::string>(std::move(*reply.mutable_value()));
-      ready = objects_.SetValue(
-          id, internal::ValueView{static_cast<internal::ValueFormat>(reply.format()),
-                                  static_cast<internal::DType>(reply.dtype()), *bytes, bytes});
-    }
-    completions_.fetch_add(1, std::memory_order_release);
-    ready_cv_.SignalAll();
-    resolver_.OnObjectsReady(ready);
+    proto::GetObjectRequest req;
+    req.set_object_id(id.Binary());
+    (*conn)->Call(proto::GET_OBJECT, req, [this, id, fail](const absl::StatusOr<std::string_view>& r) {
+      OutboxLock lock(&mu_, &outbox_);
+      if (shut_down_) return;
+      proto::GetObjectReply reply;
+      if (!r.ok() || !reply.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
+        fail(absl::StrCat("the owner of object ", id.Hex(), " went away: ",
+                          r.ok() ? "malformed reply" : std::string(r.status().message())));
+        return;
+      }
+      std::vector<TaskId> ready;
+      if (reply.has_error()) {
+        ready = objects_.SetError(
+            id, std::make_shared<proto::ErrorInfo>(std::move(*reply.mutable_error())));
+      } else if (reply.in_store()) {
+        // Borrowed: the owner deletes it from the store, not us.
+        ObjectEntry* e = objects_.Find(id);
+        if (e == nullptr) return;
+        ready = objects_.SetInStore(id);
+      } else {
+        auto bytes = std::make_shared<const std::string>(std::move(*reply.mutable_value()));
+        ready = objects_.SetValue(
+            id, internal::ValueView{static_cast<internal::ValueFormat>(reply.format()),
+                                    static_cast<internal::DType>(reply.dtype()), *bytes, bytes});
+      }
+      completions_.fetch_add(1, std::memory_order_release);
+      ready_cv_.SignalAll();
+      resolver_.OnObjectsReady(ready);
+    });
   });
 }
 
 internal::OwnerInfo CoreWorker::SerializeRef(const ObjectId& id) {
   internal::OwnerInfo info;
   {
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     ObjectEntry* e = objects_.Find(id);
     if (e == nullptr) {
       throw ObjectLostError(
@@ -253,9 +250,8 @@ internal::OwnerInfo CoreWorker::SerializeRef(const ObjectId& id) {
 
 void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& owner) {
   WorkerId owner_id = WorkerId::FromBinary(owner.owner_worker_id);
-  std::shared_ptr<rpc::Connection> conn;
   {
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     if (owner_id == options_.worker_id) {
       if (objects_.Find(id) == nullptr) {
         throw ObjectLostError(absl::StrCat("object ", id.Hex(), " was already freed"));
@@ -265,31 +261,29 @@ void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& o
     }
     if (!objects_.AddBorrowed(id, owner_id, owner.owner_address)) return;  // already borrowed
     objects_.Find(id)->owner_registrations = 1;
-    conn = OwnerConnectionLocked(owner.owner_address);
   }
   // First reference in this process: register as a borrower before the container (which
   // keeps the object alive meanwhile) can go away.
-  absl::Status s =
-      conn ? absl::OkStatus()
-           : absl::UnavailableError("the owner at " + owner.owner_address + " cannot be reached");
-  if (conn) {
+  auto conn = pool_.Get(rpc::ParseAddress(owner.owner_address));
+  absl::Status s = conn.status();
+  if (conn.ok()) {
     proto::BorrowerRequest req;
     req.set_object_id(id.Binary());
     req.set_borrower_worker_id(options_.worker_id.Binary());
     req.set_count(1);
     req.set_self_registration(true);
-    s = rpc::CallSync(*conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
+    s = rpc::CallSync(**conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
   }
   if (!s.ok()) {
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     if (ObjectEntry* e = objects_.Find(id)) {
       e->owner_registrations = 0;
       // Unreachable owner: it died; NotFound: it already freed the object.
       objects_.SetError(
           id, MakeError(
                   s.code() == absl::StatusCode::kNotFound ? proto::OBJECT_LOST : proto::OWNER_DIED,
-                  absl::StrCat("cannot borrow object ", id.Hex(), " from its owner at ",
-                               owner.owner_address, ": ", s.message())));
+                  absl::StrCat("cannot borrow object ", id.Hex(), " from its owner, ",
+                               DescribeOwner(owner.owner_address), ": ", s.message())));
       completions_.fetch_add(1, std::memory_order_release);
       ready_cv_.SignalAll();
     }
@@ -300,11 +294,11 @@ absl::StatusOr<internal::OwnerInfo> CoreWorker::RegisterBorrowerFor(const Object
                                                                     const WorkerId& borrower,
                                                                     const proto::TaskSpec& spec,
                                                                     uint32_t attempt) {
-  std::shared_ptr<rpc::Connection> conn;
   internal::OwnerInfo info;
-  std::string borrower_address = OwnerServiceAddressOf(borrower);
+  // The borrower is the task's caller: its owner service is the spec's caller address.
+  const proto::Address& borrower_address = spec.caller_address();
   {
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     ObjectEntry* e = objects_.Find(id);
     if (e == nullptr) return absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is unknown"));
     if (!e->borrowed) {
@@ -312,56 +306,69 @@ absl::StatusOr<internal::OwnerInfo> CoreWorker::RegisterBorrowerFor(const Object
       return internal::OwnerInfo{options_.worker_id.Binary(), owner_address_};
     }
     info = {e->owner_id.Binary(), e->owner_address};
-    conn = OwnerConnectionLocked(e->owner_address);
   }
-  if (!conn) return absl::UnavailableError("the object's owner cannot be reached");
+  auto conn = pool_.Get(rpc::ParseAddress(info.owner_address));
+  if (!conn.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the object's owner cannot be reached: ", conn.status().message()));
+  }
   proto::BorrowerRequest req;
   req.set_object_id(id.Binary());
   req.set_borrower_worker_id(borrower.Binary());
   req.set_count(1);
   req.set_task_id(spec.task_id());
   req.set_attempt(attempt);
-  req.set_borrower_address(borrower_address);
+  *req.mutable_borrower_address() = borrower_address;
   absl::Status s =
-      rpc::CallSync(*conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
+      rpc::CallSync(**conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
   if (!s.ok()) return s;
   return info;
 }
 
 bool CoreWorker::AddBorrowerOnBehalfLocked(const ObjectId& id, const WorkerId& borrower,
-                                           const std::string& borrower_address,
+                                           const proto::Address& borrower_address,
                                            const std::string& task_id, uint32_t attempt,
                                            int count) {
   ObjectEntry* e = objects_.Find(id);
   if (e == nullptr || e->borrowed) return false;
-  // A borrower that is already gone would never drop its references.
-  if (borrower != options_.worker_id && !WatchBorrowerLocked(borrower, borrower_address)) {
-    return true;
-  }
   ObjectId task_return = MakeObjectId(TaskId::FromBinary(task_id), 1);
-  return objects_.AddBorrowerOnBehalf(id, borrower, options_.worker_id, task_return, attempt,
-                                      count);
+  bool added = objects_.AddBorrowerOnBehalf(id, borrower, options_.worker_id, task_return,
+                                            attempt, count);
+  // A borrower that is already gone would never drop its references: watch it.
+  if (borrower != options_.worker_id) WatchBorrowerLocked(borrower, borrower_address);
+  return added;
 }
 
-bool CoreWorker::WatchBorrowerLocked(const WorkerId& borrower, const std::string& address) {
-  auto it = borrower_watches_.find(borrower);
-  if (it != borrower_watches_.end() && !it->second->closed()) return true;
-  auto conn = rpc::ConnectUnix(loop_.io(), address);
-  if (!conn.ok()) {
-    RAIO_LOG_DEBUG("borrower {} is gone ({}): not registering it", borrower.Hex(),
-                   conn.status().message());
-    return false;
+void CoreWorker::WatchBorrowerLocked(const WorkerId& borrower, const proto::Address& address) {
+  if (borrower_watches_.count(borrower) != 0) return;
+  borrower_watches_[borrower] = nullptr;  // being connected
+  outbox_.Run([this, borrower, address] {
+    auto conn = pool_.Get(address);
+    OutboxLock lock(&mu_, &outbox_);
+    auto it = borrower_watches_.find(borrower);
+    if (it == borrower_watches_.end() || it->second != nullptr) return;
+    if (!conn.ok() || (*conn)->closed()) {
+      RAIO_LOG_DEBUG("borrower {} is gone ({}): dropping its references", borrower.Hex(),
+                     conn.ok() ? "closed" : conn.status().message());
+      borrower_watches_.erase(it);
+      if (!shut_down_) objects_.RemoveBorrowerEverywhere(borrower);
+      return;
+    }
+    it->second = *conn;
+  });
+}
+
+void CoreWorker::OnPooledConnectionClosed(const std::shared_ptr<rpc::Connection>& conn) {
+  OutboxLock lock(&mu_, &outbox_);
+  for (auto it = borrower_watches_.begin(); it != borrower_watches_.end();) {
+    if (it->second != conn) {
+      ++it;
+      continue;
+    }
+    WorkerId borrower = it->first;
+    it = borrower_watches_.erase(it);
+    if (!shut_down_) objects_.RemoveBorrowerEverywhere(borrower);
   }
-  (*conn)->Start(nullptr,
-                 [this, borrower](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
-                   raio::MutexLock lock(&mu_);
-                   auto w = borrower_watches_.find(borrower);
-                   if (w == borrower_watches_.end() || w->second != c) return;
-                   borrower_watches_.erase(w);
-                   if (!shut_down_) objects_.RemoveBorrowerEverywhere(borrower);
-                 });
-  borrower_watches_[borrower] = *conn;
-  return true;
 }
 
 }  // namespace worker

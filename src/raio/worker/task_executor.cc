@@ -357,7 +357,7 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
           proto::ObjectRefInfo c;
           c.set_object_id(id.Binary());
           c.set_owner_worker_id(info->owner_worker_id);
-          c.set_owner_address(info->owner_address);
+          c.mutable_owner_address()->ParseFromString(info->owner_address);
           refs.emplace_back(internal::EncodingReturn(), std::move(c));
         });
         internal::EncodedValue result = invoke(args);

@@ -38,12 +38,14 @@ std::shared_ptr<const proto::ErrorInfo> InlineArgumentsTooLarge(const std::strin
                    fn);
 }
 
-TaskSubmitter::TaskSubmitter(raio::Mutex& mu, raio::CondVar& ready_cv,
-                             std::atomic<uint64_t>& completions, ObjectTable& objects,
-                             DependencyResolver& resolver, EventLoop& loop,
+TaskSubmitter::TaskSubmitter(raio::Mutex& mu, Outbox& outbox, rpc::ConnectionPool& pool,
+                             raio::CondVar& ready_cv, std::atomic<uint64_t>& completions,
+                             ObjectTable& objects, DependencyResolver& resolver, EventLoop& loop,
                              std::shared_ptr<rpc::Connection> node, std::string node_id_hex,
                              WorkerId self)
     : mu_(mu),
+      outbox_(outbox),
+      pool_(pool),
       ready_cv_(ready_cv),
       completions_(completions),
       objects_(objects),
@@ -60,7 +62,7 @@ TaskEntry* TaskSubmitter::FindTask(const TaskId& id) {
   return it == tasks_.end() ? nullptr : it->second.get();
 }
 
-void TaskSubmitter::Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& demand,
+void TaskSubmitter::Submit(std::shared_ptr<TaskEntry> task, const ResourceSet& demand,
                            std::vector<RefArg> ref_args) {
   // A scheduling class is a resource shape and a function (as Ray's): the pipeline depth
   // follows the measured time of that function only, so a quick function's history never
@@ -158,11 +160,11 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
     // Nothing left to run: stop asking for workers, and let idle leases go after a while.
     for (const auto& id : cls->pending_requests) {
       if (cls->cancelling.insert(id).second) {
-        proto::LeaseIdRequest req;
-        req.set_lease_id(id.Binary());
-        node_->Call(
-            proto::CANCEL_WORKER_LEASE, req, [](const absl::StatusOr<std::string_view>&) {},
-            config::kControlRpcTimeout);
+        auto req = std::make_shared<proto::LeaseIdRequest>();
+        req->set_lease_id(id.Binary());
+        outbox_.Call(
+            node_, proto::CANCEL_WORKER_LEASE, std::move(req),
+            [](const absl::StatusOr<std::string_view>&) {}, config::kControlRpcTimeout);
       }
     }
     if (loop_.InLoopThread()) {
@@ -177,15 +179,23 @@ void TaskSubmitter::PushTask(const std::shared_ptr<LeaseState>& lease, TaskEntry
   ++lease->in_flight;
   t->pushed_to = lease;
   t->push_seq = lease->next_push_seq++;
-  lease->conn->Call(proto::PUSH_TASK, t->request,
-                    [this, id = t->task_id, lease](const absl::StatusOr<std::string_view>& reply) {
-                      OnPushReply(id, lease, reply);
-                    });
+  // Sent after the mutex is released; the entry stays alive until then even if the task
+  // is failed meanwhile. The request itself never changes: the attempt goes in a suffix.
+  std::shared_ptr<TaskEntry> entry = tasks_.at(t->task_id);
+  rpc::FieldSuffix suffix;
+  if (t->attempt > 0) suffix.Add(proto::PushTaskRequest::kAttemptFieldNumber, t->attempt);
+  outbox_.Call(
+      lease->conn, proto::PUSH_TASK,
+      std::shared_ptr<const google::protobuf::MessageLite>(entry, &entry->request),
+      [this, id = t->task_id, lease](const absl::StatusOr<std::string_view>& reply) {
+        OnPushReply(id, lease, reply);
+      },
+      std::nullopt, suffix);
 }
 
 void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseState>& lease,
                                 const absl::StatusOr<std::string_view>& reply) {
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
   TaskEntry* t = FindTask(id);
   if (t == nullptr) return;
@@ -200,7 +210,6 @@ void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseSta
     cls->saturated = false;
     lease->dead = true;
     cls->leases.erase(lease->id);
-    worker_conns_.erase(lease->worker);
   }
   if (t->cancelled) {
     t->pushed_to.reset();
@@ -224,10 +233,10 @@ void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseSta
     lease->awaiting_cause.emplace_back(t->task_id, std::string(reply.status().message()));
     if (!lease->cause_requested) {
       lease->cause_requested = true;
-      proto::GetWorkerFailureCauseRequest req;
-      req.set_worker_id(lease->worker.Binary());
-      node_->Call(
-          proto::GET_WORKER_FAILURE_CAUSE, req,
+      auto req = std::make_shared<proto::GetWorkerFailureCauseRequest>();
+      req->set_worker_id(lease->worker.Binary());
+      outbox_.Call(
+          node_, proto::GET_WORKER_FAILURE_CAUSE, std::move(req),
           [this, lease](const absl::StatusOr<std::string_view>& r) { OnFailureCause(lease, r); },
           config::kWorkerFailureCauseTimeout);
     }
@@ -252,7 +261,7 @@ void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseSta
 
 void TaskSubmitter::OnFailureCause(const std::shared_ptr<LeaseState>& lease,
                                    const absl::StatusOr<std::string_view>& reply) {
-  raio::MutexLock lock(&mu_);
+  OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
   proto::WorkerFailureCause cause;
   if (!reply.ok() || !cause.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
@@ -303,7 +312,7 @@ void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& c
   // The attempt number rises either way: registrations made on the caller's behalf by a
   // dead attempt must not count for the next (see ObjectTable::AddBorrowerOnBehalf).
   if (!was_running) {
-    t->request.set_attempt(t->request.attempt() + 1);
+    ++t->attempt;
     RAIO_LOG_DEBUG("worker {} died with {} queued on it; re-queued", worker.Hex(), fn);
     t->cls->queue.push_front(t->task_id);
     return;
@@ -311,13 +320,13 @@ void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& c
   ++t->crashes;
   if (t->retries_left != 0) {  // negative: unlimited
     if (t->retries_left > 0) --t->retries_left;
-    t->request.set_attempt(t->request.attempt() + 1);
+    ++t->attempt;
     if (oom) {
       RAIO_LOG_WARN("{} ran out of memory: {}; retrying (attempt {})", fn, cause.message(),
-                    t->request.attempt());
+                    t->attempt);
     } else {
       RAIO_LOG_INFO("worker {} died running {}; retrying (attempt {})", worker.Hex(), fn,
-                    t->request.attempt());
+                    t->attempt);
     }
     t->cls->queue.push_front(t->task_id);
     return;
@@ -368,7 +377,8 @@ void TaskSubmitter::FinishFromReply(const ObjectId& id, proto::PushTaskReply& r,
                                 ObjectId cid = ObjectId::FromBinary(info.object_id());
                                 WorkerId owner = WorkerId::FromBinary(info.owner_worker_id());
                                 if (owner != self_) {
-                                  objects_.AddBorrowed(cid, owner, info.owner_address());
+                                  objects_.AddBorrowed(cid, owner,
+                                                       info.owner_address().SerializeAsString());
                                   if (ObjectEntry* e = objects_.Find(cid)) ++e->owner_registrations;
                                 }  // else our owner service already counted the reference
                                 contained.push_back(cid);
@@ -434,29 +444,37 @@ void TaskSubmitter::FinishObject(const ObjectId& id, internal::ValueView value, 
 void TaskSubmitter::RequestLease(SchedulingClass* cls) {
   LeaseId id = RandomId<LeaseId>();
   cls->pending_requests.insert(id);
-  proto::RequestWorkerLeaseRequest req;
-  req.set_lease_id(id.Binary());
-  cls->demand.ToProto(req.mutable_demand());
-  req.set_backlog(static_cast<uint32_t>(cls->queue.size()));
+  auto req = std::make_shared<proto::RequestWorkerLeaseRequest>();
+  req->set_lease_id(id.Binary());
+  cls->demand.ToProto(req->mutable_demand());
+  req->set_backlog(static_cast<uint32_t>(cls->queue.size()));
   if (!cls->queue.empty()) {
     if (const TaskEntry* front = FindTask(cls->queue.front())) {
-      req.set_function_name(front->request.spec().function_name());
+      req->set_function_name(front->request.spec().function_name());
     }
   }
-  node_->Call(proto::REQUEST_WORKER_LEASE, req,
-              [this, cls, id](const absl::StatusOr<std::string_view>& reply) {
-                OnLeaseReply(cls, id, reply);
-              });
+  outbox_.Call(node_, proto::REQUEST_WORKER_LEASE, std::move(req),
+               [this, cls, id](const absl::StatusOr<std::string_view>& reply) {
+                 OnLeaseReply(cls, id, reply);
+               });
 }
 
 void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
                                  const absl::StatusOr<std::string_view>& reply) {
-  raio::MutexLock lock(&mu_);
+  proto::RequestWorkerLeaseReply r;
+  const bool parsed =
+      reply.ok() && r.ParseFromArray(reply->data(), static_cast<int>(reply->size()));
+  // Connect to a granted worker before taking the mutex (a connect may block).
+  absl::StatusOr<std::shared_ptr<rpc::Connection>> conn =
+      absl::FailedPreconditionError("not granted");
+  if (parsed && r.result() == proto::RequestWorkerLeaseReply::GRANTED) {
+    conn = pool_.Get(r.worker_address());
+  }
+  OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
   cls->pending_requests.erase(id);
   cls->cancelling.erase(id);
-  proto::RequestWorkerLeaseReply r;
-  if (!reply.ok() || !r.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
+  if (!parsed) {
     std::string why = reply.ok() ? "malformed lease reply" : std::string(reply.status().message());
     FailQueued(cls, proto::NODE_DIED, "cannot lease a worker from the node daemon: " + why);
     return;
@@ -480,14 +498,13 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
   auto lease = std::make_shared<LeaseState>();
   lease->id = id;
   lease->worker = worker;
-  auto conn = WorkerConnection(worker, r.worker_socket_path());
   if (!conn.ok()) {
     RAIO_LOG_WARN("cannot reach leased worker: {}", conn.status().message());
-    proto::LeaseIdRequest ret;
-    ret.set_lease_id(id.Binary());
-    node_->Call(
-        proto::RETURN_WORKER_LEASE, ret, [](const absl::StatusOr<std::string_view>&) {},
-        config::kControlRpcTimeout);
+    auto ret = std::make_shared<proto::LeaseIdRequest>();
+    ret->set_lease_id(id.Binary());
+    outbox_.Call(
+        node_, proto::RETURN_WORKER_LEASE, std::move(ret),
+        [](const absl::StatusOr<std::string_view>&) {}, config::kControlRpcTimeout);
     Dispatch(cls);
     return;
   }
@@ -495,17 +512,6 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
   cls->leases[id] = lease;
   Dispatch(cls);
   if (lease->in_flight == 0) ArmIdleTimer(cls, lease);
-}
-
-absl::StatusOr<std::shared_ptr<rpc::Connection>> TaskSubmitter::WorkerConnection(
-    const WorkerId& worker, const std::string& path) {
-  auto it = worker_conns_.find(worker);
-  if (it != worker_conns_.end() && !it->second->closed()) return it->second;
-  auto conn = rpc::ConnectUnix(loop_.io(), path);
-  if (!conn.ok()) return conn.status();
-  (*conn)->Start(nullptr, nullptr);
-  worker_conns_[worker] = *conn;
-  return *conn;
 }
 
 void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease) {
@@ -517,7 +523,7 @@ void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<Lea
   lease->idle_timer->expires_after(config::kLeaseIdleTimeout);
   lease->idle_timer->async_wait([this, cls, lease](const boost::system::error_code& ec) {
     if (ec) return;
-    raio::MutexLock lock(&mu_);
+    OutboxLock lock(&mu_, &outbox_);
     if (shut_down_) return;
     lease->timer_armed = false;
     if (lease->dead || lease->in_flight > 0 || !cls->queue.empty()) return;
@@ -550,11 +556,11 @@ void TaskSubmitter::ReturnLease(SchedulingClass* cls, const std::shared_ptr<Leas
   cls->saturated = false;  // its resources are free again
   lease->dead = true;
   cls->leases.erase(lease->id);
-  proto::LeaseIdRequest req;
-  req.set_lease_id(lease->id.Binary());
-  node_->Call(
-      proto::RETURN_WORKER_LEASE, req, [](const absl::StatusOr<std::string_view>&) {},
-      config::kControlRpcTimeout);
+  auto req = std::make_shared<proto::LeaseIdRequest>();
+  req->set_lease_id(lease->id.Binary());
+  outbox_.Call(
+      node_, proto::RETURN_WORKER_LEASE, std::move(req),
+      [](const absl::StatusOr<std::string_view>&) {}, config::kControlRpcTimeout);
 }
 
 void TaskSubmitter::FailQueued(SchedulingClass* cls, proto::ErrorType type,
@@ -588,11 +594,11 @@ void TaskSubmitter::Cancel(const ObjectId& id, bool force) {
   if (force) {
     // The worker dies by our hand: no other task in flight on it is charged a retry.
     t->pushed_to->crash_charged = true;
-    proto::LeaseIdRequest req;
-    req.set_lease_id(t->pushed_to->id.Binary());
-    node_->Call(
-        proto::KILL_LEASED_WORKER, req, [](const absl::StatusOr<std::string_view>&) {},
-        config::kControlRpcTimeout);
+    auto req = std::make_shared<proto::LeaseIdRequest>();
+    req->set_lease_id(t->pushed_to->id.Binary());
+    outbox_.Call(
+        node_, proto::KILL_LEASED_WORKER, std::move(req),
+        [](const absl::StatusOr<std::string_view>&) {}, config::kControlRpcTimeout);
   }
 }
 
@@ -633,8 +639,7 @@ void TaskSubmitter::FailAll(const std::string& why) {
 
 void TaskSubmitter::Shutdown() {
   shut_down_ = true;
-  for (auto& [id, conn] : worker_conns_) conn->Close(absl::CancelledError("owner shutting down"));
-  worker_conns_.clear();
+  // The CoreWorker closes the pooled worker connections after releasing the mutex.
   // Idle timers are dropped with the owner's loop; their handlers check shut_down_.
 }
 

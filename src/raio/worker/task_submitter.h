@@ -9,6 +9,7 @@
 // run out, any other death with WORKER_CRASHED.
 // Threading: every method except the constructor must be called with the CoreWorker's
 // mutex held (`mu`). Replies arrive on the CoreWorker's loop thread, which takes it.
+// Sends go through the CoreWorker's Outbox, after the mutex is released.
 #pragma once
 
 #include <atomic>
@@ -26,9 +27,11 @@
 #include "raio/common/resources.h"
 #include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
+#include "raio/rpc/connection_pool.h"
 #include "raio/task.pb.h"
 #include "raio/worker/dependency_resolver.h"
 #include "raio/worker/object_table.h"
+#include "raio/worker/outbox.h"
 
 namespace raio::worker {
 
@@ -38,8 +41,10 @@ struct SchedulingClass;
 struct TaskEntry {
   TaskId task_id;
   // The spec does not change once the task is queued (its ObjectRef arguments are filled
-  // in before); the attempt number is set per push.
+  // in before); the attempt number goes with each push (a FieldSuffix).
   proto::PushTaskRequest request;
+  // 0 on the first try, +1 on each retry after a worker died.
+  uint32_t attempt = 0;
   ObjectId return_id;  // the first of its num_returns return objects
   int num_returns = 1;
   // Its scheduling class; classes live as long as the submitter.
@@ -90,14 +95,17 @@ struct SchedulingClass {
 
 class TaskSubmitter {
  public:
-  TaskSubmitter(raio::Mutex& mu, raio::CondVar& ready_cv, std::atomic<uint64_t>& completions,
+  // `outbox` takes the sends decided under `mu`; `pool` gives connections to leased
+  // workers (never used with `mu` held).
+  TaskSubmitter(raio::Mutex& mu, Outbox& outbox, rpc::ConnectionPool& pool,
+                raio::CondVar& ready_cv, std::atomic<uint64_t>& completions,
                 ObjectTable& objects, DependencyResolver& resolver, EventLoop& loop,
                 std::shared_ptr<rpc::Connection> node, std::string node_id_hex, WorkerId self);
   ~TaskSubmitter();
 
   // Takes ownership of a task whose return object already exists in the table; its
   // `ref_args` are resolved first (their TaskArg slots are filled then).
-  void Submit(std::unique_ptr<TaskEntry> task, const ResourceSet& demand,
+  void Submit(std::shared_ptr<TaskEntry> task, const ResourceSet& demand,
               std::vector<RefArg> ref_args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What the task returning `id` is waiting for, for a Get that timed out ("" when `id`
   // is not a task of this submitter's).
@@ -168,11 +176,10 @@ class TaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailQueued(SchedulingClass* cls, proto::ErrorType type, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::shared_ptr<rpc::Connection>> WorkerConnection(const WorkerId& worker,
-                                                                    const std::string& path)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   raio::Mutex& mu_;
+  Outbox& outbox_;
+  rpc::ConnectionPool& pool_;
   raio::CondVar& ready_cv_;
   std::atomic<uint64_t>& completions_;  // bumped on every completion; Get spins on it
   ObjectTable& objects_;
@@ -183,10 +190,10 @@ class TaskSubmitter {
   const WorkerId self_;
   std::map<std::string, std::unique_ptr<SchedulingClass>> classes_ ABSL_GUARDED_BY(mu_);
   // Every task not yet completed, by id (queues, leases and the resolver refer to tasks
-  // by id; an id missing here is a task that completed).
-  std::unordered_map<TaskId, std::unique_ptr<TaskEntry>, TaskId::Hasher> tasks_
+  // by id; an id missing here is a task that completed). Shared with the outbox until
+  // a push is sent.
+  std::unordered_map<TaskId, std::shared_ptr<TaskEntry>, TaskId::Hasher> tasks_
       ABSL_GUARDED_BY(mu_);
-  std::map<WorkerId, std::shared_ptr<rpc::Connection>> worker_conns_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -110,7 +110,7 @@ absl::Status WorkerPool::StartWorker(const WorkerKey& key) {
 
 absl::StatusOr<WorkerProcess*> WorkerPool::OnRegistered(const WorkerId& id, pid_t pid,
                                                         std::shared_ptr<rpc::Connection> conn,
-                                                        std::string socket_path) {
+                                                        proto::Address address) {
   auto it = workers_.find(id);
   if (it == workers_.end() || it->second.state != WorkerProcess::State::kStarting) {
     return absl::NotFoundError("no worker with this id is starting on this node");
@@ -119,7 +119,7 @@ absl::StatusOr<WorkerProcess*> WorkerPool::OnRegistered(const WorkerId& id, pid_
   if (w.pid != pid)
     RAIO_LOG_WARN("worker {} registered with pid {}, spawned as {}", id.Hex(), pid, w.pid);
   w.conn = std::move(conn);
-  w.socket_path = std::move(socket_path);
+  w.address = std::move(address);
   w.state = WorkerProcess::State::kIdle;
   start_failures_.erase(w.job);
   return &w;

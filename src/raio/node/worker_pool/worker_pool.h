@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "raio/common.pb.h"
 #include "raio/common/ids.h"
 #include "raio/node/worker_pool/device_set.h"
 #include "raio/node/worker_pool/worker_stderr.h"
@@ -49,7 +50,7 @@ struct WorkerProcess {
   State state = State::kStarting;
   std::chrono::steady_clock::time_point started;
   std::shared_ptr<rpc::Connection> conn;  // set at registration
-  std::string socket_path;
+  proto::Address address;  // where it takes PUSH_TASK (set at registration)
   LeaseId lease;             // when leased
   bool hosts_actor = false;  // leased to an actor for its lifetime
   // Whether it was ever leased for tasks: such a worker may own objects (its tasks' Puts
@@ -84,7 +85,7 @@ class WorkerPool {
   // Marks a started worker registered. Error if no such starting worker.
   absl::StatusOr<WorkerProcess*> OnRegistered(const WorkerId& id, pid_t pid,
                                               std::shared_ptr<rpc::Connection> conn,
-                                              std::string socket_path);
+                                              proto::Address address);
   // An idle registered worker started for `key` (same job, same device set), marked
   // leased, or nullptr. `for_actor`: only one that never ran tasks (see
   // WorkerProcess::ran_tasks); otherwise it is marked as running tasks.

@@ -73,7 +73,7 @@ class WorkerPoolTest : public ::testing::Test {
     EXPECT_TRUE(pool_->StartWorker(key).ok());
     for (const auto& [id, w] : pool_->workers()) {
       if (before.count(id)) continue;
-      auto registered = pool_->OnRegistered(id, w.pid, nullptr, dir_ + "/w.sock");
+      auto registered = pool_->OnRegistered(id, w.pid, nullptr, proto::Address());
       EXPECT_TRUE(registered.ok()) << registered.status();
       return registered.ok() ? *registered : nullptr;
     }
