@@ -133,25 +133,30 @@ class Service {
   Authorizer authorizer_;
 };
 
+// Wraps `on_reply(absl::StatusOr<Reply>)` as the Connection::ReplyCallback of a call of
+// method M: it parses the reply body (a malformed one is an Internal error naming the
+// method).
+template <proto::Method M, typename F>
+Connection::ReplyCallback TypedReply(F on_reply) {
+  static_assert(MethodTraits<M>::kInfo.kind == CallKind::kUnary, "use Notify for one-way");
+  return [on_reply = std::move(on_reply)](const absl::StatusOr<std::string_view>& body) mutable {
+    using Reply = typename MethodTraits<M>::Reply;
+    if (!body.ok()) return on_reply(absl::StatusOr<Reply>(body.status()));
+    Reply reply;
+    if (!reply.ParseFromArray(body->data(), static_cast<int>(body->size()))) {
+      return on_reply(absl::StatusOr<Reply>(absl::InternalError(
+          absl::StrCat("malformed ", std::string(MethodTraits<M>::kInfo.name), " reply"))));
+    }
+    on_reply(absl::StatusOr<Reply>(std::move(reply)));
+  };
+}
+
 // Sends a request of method M; `on_reply(absl::StatusOr<Reply>)` runs on the connection's
-// loop thread (a malformed reply is an Internal error naming the method).
+// loop thread (see TypedReply).
 template <proto::Method M, typename F>
 void Call(Connection& conn, const typename MethodTraits<M>::Request& request, F on_reply,
           std::optional<std::chrono::milliseconds> deadline = MethodTraits<M>::kInfo.deadline) {
-  static_assert(MethodTraits<M>::kInfo.kind == CallKind::kUnary, "use Notify for one-way");
-  conn.Call(
-      M, request,
-      [on_reply = std::move(on_reply)](const absl::StatusOr<std::string_view>& body) mutable {
-        using Reply = typename MethodTraits<M>::Reply;
-        if (!body.ok()) return on_reply(absl::StatusOr<Reply>(body.status()));
-        Reply reply;
-        if (!reply.ParseFromArray(body->data(), static_cast<int>(body->size()))) {
-          return on_reply(absl::StatusOr<Reply>(absl::InternalError(
-              absl::StrCat("malformed ", std::string(MethodTraits<M>::kInfo.name), " reply"))));
-        }
-        on_reply(absl::StatusOr<Reply>(std::move(reply)));
-      },
-      deadline);
+  conn.Call(M, request, TypedReply<M>(std::move(on_reply)), deadline);
 }
 
 // Sends a request of method M and blocks for the reply (never on the loop thread).

@@ -77,14 +77,15 @@ void ActorSubmitter::WaitForActor(Actor& actor, uint32_t min_incarnation) {
   req->set_actor_id(actor.id.Binary());
   req->set_min_incarnation(min_incarnation);
   ActorId id = actor.id;
-  outbox_.Call(node_, proto::WAIT_ACTOR, std::move(req),
-               [this, id](const absl::StatusOr<std::string_view>& r) { OnActorInfo(id, r); });
+  outbox_.Call<proto::WAIT_ACTOR>(node_, std::move(req),
+                                  [this, id](absl::StatusOr<proto::ActorInfo> info) {
+                                    OnActorInfo(id, std::move(info));
+                                  });
 }
 
-void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::string_view>& reply) {
-  proto::ActorInfo info;
-  const bool parsed =
-      reply.ok() && info.ParseFromArray(reply->data(), static_cast<int>(reply->size()));
+void ActorSubmitter::OnActorInfo(const ActorId& id, absl::StatusOr<proto::ActorInfo> reply) {
+  const bool parsed = reply.ok();
+  proto::ActorInfo info = parsed ? std::move(*reply) : proto::ActorInfo();
   // Connect to a live actor's worker before taking the mutex (a connect may block).
   absl::StatusOr<std::shared_ptr<rpc::Connection>> conn =
       absl::FailedPreconditionError("not alive");
@@ -109,7 +110,7 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, const absl::StatusOr<std::st
     actor.state = Actor::State::kDead;
     actor.death_cause =
         absl::StrCat("actor ", id.Hex(), " is unknown or unreachable: ",
-                     reply.ok() ? "malformed reply" : std::string(reply.status().message()));
+                     std::string(reply.status().message()));
   } else if (info.state() == proto::ACTOR_DEAD) {
     actor.state = Actor::State::kDead;
     actor.death_cause =

@@ -81,7 +81,7 @@ class ActorSubmitter {
   // process died, when known.
   static std::string LostInRestart(const ActorId& id, const Call& call, const std::string& cause);
   void WaitForActor(Actor& actor, uint32_t min_incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnActorInfo(const ActorId& id, const absl::StatusOr<std::string_view>& reply);
+  void OnActorInfo(const ActorId& id, absl::StatusOr<proto::ActorInfo> reply);
   // A pooled connection closed: an actor reached through it waits for its next incarnation.
   void OnConnectionClosed(const std::shared_ptr<rpc::Connection>& conn);
   void Flush(Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

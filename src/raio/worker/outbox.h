@@ -21,6 +21,7 @@
 
 #include "raio/common/mutex.h"
 #include "raio/rpc/connection.h"
+#include "raio/rpc/service.h"
 
 namespace google::protobuf {
 class MessageLite;
@@ -39,6 +40,17 @@ class Outbox {
             rpc::Connection::ReplyCallback callback,
             std::optional<std::chrono::milliseconds> timeout = std::nullopt,
             const rpc::FieldSuffix& suffix = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Typed: queues a request of method M, whose parsed reply (or failure) reaches
+  // `on_reply(absl::StatusOr<Reply>)` on the loop thread; the deadline is the method's
+  // unless given (rpc/methods.h).
+  template <proto::Method M, typename F>
+  void Call(std::shared_ptr<rpc::Connection> conn,
+            std::shared_ptr<const typename rpc::MethodTraits<M>::Request> request, F on_reply,
+            std::optional<std::chrono::milliseconds> deadline =
+                rpc::MethodTraits<M>::kInfo.deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Call(std::move(conn), M, std::move(request), rpc::TypedReply<M>(std::move(on_reply)),
+         deadline);
+  }
   // Queues a one-way frame.
   void Send(std::shared_ptr<rpc::Connection> conn, uint32_t method,
             std::shared_ptr<const google::protobuf::MessageLite> message)

@@ -162,9 +162,7 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
       if (cls->cancelling.insert(id).second) {
         auto req = std::make_shared<proto::LeaseIdRequest>();
         req->set_lease_id(id.Binary());
-        outbox_.Call(
-            node_, proto::CANCEL_WORKER_LEASE, std::move(req),
-            [](const absl::StatusOr<std::string_view>&) {}, config::kControlRpcTimeout);
+        outbox_.Call<proto::CANCEL_WORKER_LEASE>(node_, std::move(req), [](const auto&) {});
       }
     }
     if (loop_.InLoopThread()) {
@@ -235,9 +233,11 @@ void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseSta
       lease->cause_requested = true;
       auto req = std::make_shared<proto::GetWorkerFailureCauseRequest>();
       req->set_worker_id(lease->worker.Binary());
-      outbox_.Call(
-          node_, proto::GET_WORKER_FAILURE_CAUSE, std::move(req),
-          [this, lease](const absl::StatusOr<std::string_view>& r) { OnFailureCause(lease, r); },
+      outbox_.Call<proto::GET_WORKER_FAILURE_CAUSE>(
+          node_, std::move(req),
+          [this, lease](absl::StatusOr<proto::WorkerFailureCause> r) {
+            OnFailureCause(lease, std::move(r));
+          },
           config::kWorkerFailureCauseTimeout);
     }
     Dispatch(cls);  // the class's queued tasks go on meanwhile (the dead lease is gone)
@@ -260,14 +260,11 @@ void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseSta
 }
 
 void TaskSubmitter::OnFailureCause(const std::shared_ptr<LeaseState>& lease,
-                                   const absl::StatusOr<std::string_view>& reply) {
+                                   absl::StatusOr<proto::WorkerFailureCause> reply) {
   OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
-  proto::WorkerFailureCause cause;
-  if (!reply.ok() || !cause.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
-    // No answer in time (or an old node): a plain crash.
-    cause.Clear();
-  }
+  // No answer in time (or an old node): a plain crash.
+  proto::WorkerFailureCause cause = reply.ok() ? std::move(*reply) : proto::WorkerFailureCause();
   lease->failure_cause = cause;
   std::vector<std::pair<TaskEntry*, std::string>> failed;
   for (auto& [id, why] : std::exchange(lease->awaiting_cause, {})) {
@@ -453,32 +450,30 @@ void TaskSubmitter::RequestLease(SchedulingClass* cls) {
       req->set_function_name(front->request.spec().function_name());
     }
   }
-  outbox_.Call(node_, proto::REQUEST_WORKER_LEASE, std::move(req),
-               [this, cls, id](const absl::StatusOr<std::string_view>& reply) {
-                 OnLeaseReply(cls, id, reply);
-               });
+  outbox_.Call<proto::REQUEST_WORKER_LEASE>(
+      node_, std::move(req), [this, cls, id](absl::StatusOr<proto::RequestWorkerLeaseReply> reply) {
+        OnLeaseReply(cls, id, std::move(reply));
+      });
 }
 
 void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
-                                 const absl::StatusOr<std::string_view>& reply) {
-  proto::RequestWorkerLeaseReply r;
-  const bool parsed =
-      reply.ok() && r.ParseFromArray(reply->data(), static_cast<int>(reply->size()));
+                                 absl::StatusOr<proto::RequestWorkerLeaseReply> reply) {
   // Connect to a granted worker before taking the mutex (a connect may block).
   absl::StatusOr<std::shared_ptr<rpc::Connection>> conn =
       absl::FailedPreconditionError("not granted");
-  if (parsed && r.result() == proto::RequestWorkerLeaseReply::GRANTED) {
-    conn = pool_.Get(r.worker_address());
+  if (reply.ok() && reply->result() == proto::RequestWorkerLeaseReply::GRANTED) {
+    conn = pool_.Get(reply->worker_address());
   }
   OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
   cls->pending_requests.erase(id);
   cls->cancelling.erase(id);
-  if (!parsed) {
-    std::string why = reply.ok() ? "malformed lease reply" : std::string(reply.status().message());
-    FailQueued(cls, proto::NODE_DIED, "cannot lease a worker from the node daemon: " + why);
+  if (!reply.ok()) {
+    FailQueued(cls, proto::NODE_DIED, absl::StrCat("cannot lease a worker from the node daemon: ",
+                                                   reply.status().message()));
     return;
   }
+  const proto::RequestWorkerLeaseReply& r = *reply;
   switch (r.result()) {
     case proto::RequestWorkerLeaseReply::INFEASIBLE:
       FailQueued(cls, proto::UNSCHEDULABLE, r.message());
@@ -502,9 +497,7 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
     RAIO_LOG_WARN("cannot reach leased worker: {}", conn.status().message());
     auto ret = std::make_shared<proto::LeaseIdRequest>();
     ret->set_lease_id(id.Binary());
-    outbox_.Call(
-        node_, proto::RETURN_WORKER_LEASE, std::move(ret),
-        [](const absl::StatusOr<std::string_view>&) {}, config::kControlRpcTimeout);
+    outbox_.Call<proto::RETURN_WORKER_LEASE>(node_, std::move(ret), [](const auto&) {});
     Dispatch(cls);
     return;
   }
@@ -558,9 +551,7 @@ void TaskSubmitter::ReturnLease(SchedulingClass* cls, const std::shared_ptr<Leas
   cls->leases.erase(lease->id);
   auto req = std::make_shared<proto::LeaseIdRequest>();
   req->set_lease_id(lease->id.Binary());
-  outbox_.Call(
-      node_, proto::RETURN_WORKER_LEASE, std::move(req),
-      [](const absl::StatusOr<std::string_view>&) {}, config::kControlRpcTimeout);
+  outbox_.Call<proto::RETURN_WORKER_LEASE>(node_, std::move(req), [](const auto&) {});
 }
 
 void TaskSubmitter::FailQueued(SchedulingClass* cls, proto::ErrorType type,
@@ -596,9 +587,7 @@ void TaskSubmitter::Cancel(const ObjectId& id, bool force) {
     t->pushed_to->crash_charged = true;
     auto req = std::make_shared<proto::LeaseIdRequest>();
     req->set_lease_id(t->pushed_to->id.Binary());
-    outbox_.Call(
-        node_, proto::KILL_LEASED_WORKER, std::move(req),
-        [](const absl::StatusOr<std::string_view>&) {}, config::kControlRpcTimeout);
+    outbox_.Call<proto::KILL_LEASED_WORKER>(node_, std::move(req), [](const auto&) {});
   }
 }
 

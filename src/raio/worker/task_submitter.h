@@ -146,12 +146,12 @@ class TaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequestLease(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
-                    const absl::StatusOr<std::string_view>& reply);
+                    absl::StatusOr<proto::RequestWorkerLeaseReply> reply);
   void OnPushReply(const TaskId& id, const std::shared_ptr<LeaseState>& lease,
                    const absl::StatusOr<std::string_view>& reply);
   // The node's answer to GET_WORKER_FAILURE_CAUSE for a lease's dead worker.
   void OnFailureCause(const std::shared_ptr<LeaseState>& lease,
-                      const absl::StatusOr<std::string_view>& reply);
+                      absl::StatusOr<proto::WorkerFailureCause> reply);
   // A task whose worker died, once the cause is known. The one that was running
   // (`was_running`) is retried if it has retries left, else failed with OUT_OF_MEMORY or
   // WORKER_CRASHED; one that was only queued on the worker is re-queued without using a
