@@ -91,8 +91,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   Connection(Socket socket, std::string peer_name);
   void AppendFrameLocked(FrameKind kind, uint32_t method, uint64_t request_id,
-                         const google::protobuf::MessageLite* message,
-                         std::string_view suffix = {})
+                         const google::protobuf::MessageLite* message, std::string_view suffix = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KickWriteLocked(bool flush_now = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Flush();

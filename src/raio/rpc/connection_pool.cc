@@ -8,8 +8,10 @@ namespace raio::rpc {
 
 std::string DescribeAddress(const proto::Address& a) {
   std::string out;
-  if (!a.worker_id().empty()) absl::StrAppend(&out, "worker ", absl::BytesToHexString(a.worker_id()), " ");
-  if (!a.node_id().empty()) absl::StrAppend(&out, "on node ", absl::BytesToHexString(a.node_id()), " ");
+  if (!a.worker_id().empty())
+    absl::StrAppend(&out, "worker ", absl::BytesToHexString(a.worker_id()), " ");
+  if (!a.node_id().empty())
+    absl::StrAppend(&out, "on node ", absl::BytesToHexString(a.node_id()), " ");
   if (a.port() > 0) {
     absl::StrAppend(&out, "at ", a.ip(), ":", a.port());
   } else if (!a.unix_socket().empty()) {
@@ -34,14 +36,16 @@ class SocketConnectionFactory final : public ConnectionFactory {
       : local_node_id_(std::move(local_node_id)), timeout_(timeout) {}
 
   absl::StatusOr<std::shared_ptr<Connection>> Connect(boost::asio::io_context& io,
-                                                     const proto::Address& to) override {
+                                                      const proto::Address& to) override {
     if (!to.unix_socket().empty() && to.node_id() == local_node_id_) {
       return ConnectUnix(io, to.unix_socket());
     }
     if (to.port() <= 0 || to.ip().empty()) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot reach ", DescribeAddress(to),
-          to.unix_socket().empty() ? "" : ": its Unix socket is on another node, and it has no TCP endpoint"));
+      return absl::UnavailableError(
+          absl::StrCat("cannot reach ", DescribeAddress(to),
+                       to.unix_socket().empty()
+                           ? ""
+                           : ": its Unix socket is on another node, and it has no TCP endpoint"));
     }
     return ConnectTcp(io, absl::StrCat(to.ip(), ":", to.port()), timeout_);
   }

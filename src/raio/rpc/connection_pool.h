@@ -45,7 +45,7 @@ class ConnectionFactory {
   // timeout. Errors: Unavailable (nothing listens there, or it is on another node and
   // has no TCP endpoint), InvalidArgument (the address names no endpoint).
   virtual absl::StatusOr<std::shared_ptr<Connection>> Connect(boost::asio::io_context& io,
-                                                             const proto::Address& to) = 0;
+                                                              const proto::Address& to) = 0;
 };
 
 // Connects over the peer's Unix socket when it runs on `local_node_id` (8-byte NodeId)

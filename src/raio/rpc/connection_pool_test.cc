@@ -35,13 +35,13 @@ class EchoPeer {
     dir_ = MakeTempDir("pool-test");
     auto serve = [this](std::shared_ptr<Connection> c) {
       accepted_.fetch_add(1);
-      c->Start([](const std::shared_ptr<Connection>& conn, const FrameHeader& h,
-                  std::string_view body) {
-                 proto::LeaseIdRequest r;
-                 r.ParseFromArray(body.data(), static_cast<int>(body.size()));
-                 conn->Reply(h, r);
-               },
-               nullptr);
+      c->Start(
+          [](const std::shared_ptr<Connection>& conn, const FrameHeader& h, std::string_view body) {
+            proto::LeaseIdRequest r;
+            r.ParseFromArray(body.data(), static_cast<int>(body.size()));
+            conn->Reply(h, r);
+          },
+          nullptr);
       raio::MutexLock lock(&mu_);
       conns_.push_back(c);
     };
@@ -158,7 +158,7 @@ class CountingFactory : public ConnectionFactory {
  public:
   explicit CountingFactory(std::shared_ptr<ConnectionFactory> inner) : inner_(std::move(inner)) {}
   absl::StatusOr<std::shared_ptr<Connection>> Connect(boost::asio::io_context& io,
-                                                     const proto::Address& to) override {
+                                                      const proto::Address& to) override {
     connects_.fetch_add(1);
     if (refuse_.load()) return absl::UnavailableError("refused by the test");
     return inner_->Connect(io, to);

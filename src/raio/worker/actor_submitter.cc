@@ -77,10 +77,9 @@ void ActorSubmitter::WaitForActor(Actor& actor, uint32_t min_incarnation) {
   req->set_actor_id(actor.id.Binary());
   req->set_min_incarnation(min_incarnation);
   ActorId id = actor.id;
-  outbox_.Call<proto::WAIT_ACTOR>(node_, std::move(req),
-                                  [this, id](absl::StatusOr<proto::ActorInfo> info) {
-                                    OnActorInfo(id, std::move(info));
-                                  });
+  outbox_.Call<proto::WAIT_ACTOR>(
+      node_, std::move(req),
+      [this, id](absl::StatusOr<proto::ActorInfo> info) { OnActorInfo(id, std::move(info)); });
 }
 
 void ActorSubmitter::OnActorInfo(const ActorId& id, absl::StatusOr<proto::ActorInfo> reply) {
@@ -108,9 +107,8 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, absl::StatusOr<proto::ActorI
   }
   if (!parsed) {
     actor.state = Actor::State::kDead;
-    actor.death_cause =
-        absl::StrCat("actor ", id.Hex(), " is unknown or unreachable: ",
-                     std::string(reply.status().message()));
+    actor.death_cause = absl::StrCat(
+        "actor ", id.Hex(), " is unknown or unreachable: ", std::string(reply.status().message()));
   } else if (info.state() == proto::ACTOR_DEAD) {
     actor.state = Actor::State::kDead;
     actor.death_cause =
@@ -160,7 +158,8 @@ void ActorSubmitter::Flush(Actor& actor) {
     // The request is not changed per push: sequence and attempt follow it as a suffix.
     rpc::FieldSuffix suffix;
     suffix.Add(proto::PushActorTaskRequest::kSequenceFieldNumber, seq);
-    if (call->attempt > 0) suffix.Add(proto::PushActorTaskRequest::kAttemptFieldNumber, call->attempt);
+    if (call->attempt > 0)
+      suffix.Add(proto::PushActorTaskRequest::kAttemptFieldNumber, call->attempt);
     outbox_.Call(
         actor.conn, proto::PUSH_ACTOR_TASK,
         std::shared_ptr<const google::protobuf::MessageLite>(call, &call->request),

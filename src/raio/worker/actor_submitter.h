@@ -29,8 +29,8 @@ class ActorSubmitter {
   // `outbox` takes the sends decided under `mu`; `pool` gives connections to actors'
   // workers (never used with `mu` held).
   ActorSubmitter(raio::Mutex& mu, Outbox& outbox, rpc::ConnectionPool& pool, EventLoop& loop,
-                 std::shared_ptr<rpc::Connection> node, TaskSubmitter& tasks,
-                 ObjectTable& objects, DependencyResolver& resolver);
+                 std::shared_ptr<rpc::Connection> node, TaskSubmitter& tasks, ObjectTable& objects,
+                 DependencyResolver& resolver);
 
   // Queues a call; `held` are object references (already taken) to drop when it
   // completes; `ref_args` are its ObjectRef arguments, whose TaskArg slots in `request`

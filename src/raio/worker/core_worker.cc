@@ -278,10 +278,9 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
         actor_submitter_.AssertHeld();
         if (state.empty()) state = actor_submitter_.DescribePending(id);
         if (state.empty()) {
-          state = e->borrowed
-                      ? absl::StrCat("its owner, ", DescribeOwner(e->owner_address),
-                                     ", has not produced it yet")
-                      : "the task that makes it keeps running";
+          state = e->borrowed ? absl::StrCat("its owner, ", DescribeOwner(e->owner_address),
+                                             ", has not produced it yet")
+                              : "the task that makes it keeps running";
         }
         throw GetTimeoutError(absl::StrCat("object ", id.Hex(), " was not ready within ",
                                            timeout ? timeout->count() : 0, " us: ", state));
@@ -305,10 +304,9 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
     }
     throw ObjectLostError(absl::StrCat(
         "object ", id.Hex(), " could not be read from the store: ", view.status().message(),
-        owner_address.empty()
-            ? ""
-            : absl::StrCat(" (its owner, ", DescribeOwner(owner_address),
-                           ", freed it or exited)")));
+        owner_address.empty() ? ""
+                              : absl::StrCat(" (its owner, ", DescribeOwner(owner_address),
+                                             ", freed it or exited)")));
   }
   return *view;
 }

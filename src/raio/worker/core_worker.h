@@ -149,9 +149,8 @@ class CoreWorker {
   // ObjectTable::AddBorrowerOnBehalf), watching the borrower's process first. Returns false
   // when `id` is not an owned object here.
   bool AddBorrowerOnBehalfLocked(const ObjectId& id, const WorkerId& borrower,
-                                 const proto::Address& borrower_address,
-                                 const std::string& task_id, uint32_t attempt, int count)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                 const proto::Address& borrower_address, const std::string& task_id,
+                                 uint32_t attempt, int count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps a connection to `borrower`'s owner service (made after the mutex is released),
   // whose closing means the borrower died: then its references are dropped everywhere,
   // as they are at once when it cannot be reached.

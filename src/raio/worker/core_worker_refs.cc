@@ -42,8 +42,8 @@ absl::Status CoreWorker::StartOwnerService() {
   caller_address_.set_worker_id(options_.worker_id.Binary());
   caller_address_.set_unix_socket(path);
   owner_address_ = caller_address_.SerializeAsString();
-  auto l = rpc::Listener::ListenUnix(
-      loop_.io(), path, [this](std::shared_ptr<rpc::Connection> conn) {
+  auto l =
+      rpc::Listener::ListenUnix(loop_.io(), path, [this](std::shared_ptr<rpc::Connection> conn) {
         conn->Start(
             [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
                    std::string_view body) {
@@ -166,7 +166,8 @@ void CoreWorker::OnObjectFreed(const ObjectId& id, ObjectEntry& e) {
       // Dropping a reference to an object whose owner exited is routine: nothing to say
       // when it cannot be reached.
       outbox_.Run([this, owner = rpc::ParseAddress(e.owner_address), req] {
-        if (auto conn = pool_.Get(owner); conn.ok()) (*conn)->SendOneWay(proto::REMOVE_BORROWER, *req);
+        if (auto conn = pool_.Get(owner); conn.ok())
+          (*conn)->SendOneWay(proto::REMOVE_BORROWER, *req);
       });
     }
     return;
@@ -201,34 +202,36 @@ void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
     }
     proto::GetObjectRequest req;
     req.set_object_id(id.Binary());
-    (*conn)->Call(proto::GET_OBJECT, req, [this, id, fail](const absl::StatusOr<std::string_view>& r) {
-      OutboxLock lock(&mu_, &outbox_);
-      if (shut_down_) return;
-      proto::GetObjectReply reply;
-      if (!r.ok() || !reply.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
-        fail(absl::StrCat("the owner of object ", id.Hex(), " went away: ",
-                          r.ok() ? "malformed reply" : std::string(r.status().message())));
-        return;
-      }
-      std::vector<TaskId> ready;
-      if (reply.has_error()) {
-        ready = objects_.SetError(
-            id, std::make_shared<proto::ErrorInfo>(std::move(*reply.mutable_error())));
-      } else if (reply.in_store()) {
-        // Borrowed: the owner deletes it from the store, not us.
-        ObjectEntry* e = objects_.Find(id);
-        if (e == nullptr) return;
-        ready = objects_.SetInStore(id);
-      } else {
-        auto bytes = std::make_shared<const std::string>(std::move(*reply.mutable_value()));
-        ready = objects_.SetValue(
-            id, internal::ValueView{static_cast<internal::ValueFormat>(reply.format()),
+    (*conn)->Call(
+        proto::GET_OBJECT, req, [this, id, fail](const absl::StatusOr<std::string_view>& r) {
+          OutboxLock lock(&mu_, &outbox_);
+          if (shut_down_) return;
+          proto::GetObjectReply reply;
+          if (!r.ok() || !reply.ParseFromArray(r->data(), static_cast<int>(r->size()))) {
+            fail(absl::StrCat("the owner of object ", id.Hex(), " went away: ",
+                              r.ok() ? "malformed reply" : std::string(r.status().message())));
+            return;
+          }
+          std::vector<TaskId> ready;
+          if (reply.has_error()) {
+            ready = objects_.SetError(
+                id, std::make_shared<proto::ErrorInfo>(std::move(*reply.mutable_error())));
+          } else if (reply.in_store()) {
+            // Borrowed: the owner deletes it from the store, not us.
+            ObjectEntry* e = objects_.Find(id);
+            if (e == nullptr) return;
+            ready = objects_.SetInStore(id);
+          } else {
+            auto bytes = std::make_shared<const std::string>(std::move(*reply.mutable_value()));
+            ready = objects_.SetValue(
+                id,
+                internal::ValueView{static_cast<internal::ValueFormat>(reply.format()),
                                     static_cast<internal::DType>(reply.dtype()), *bytes, bytes});
-      }
-      completions_.fetch_add(1, std::memory_order_release);
-      ready_cv_.SignalAll();
-      resolver_.OnObjectsReady(ready);
-    });
+          }
+          completions_.fetch_add(1, std::memory_order_release);
+          ready_cv_.SignalAll();
+          resolver_.OnObjectsReady(ready);
+        });
   });
 }
 
@@ -332,8 +335,8 @@ bool CoreWorker::AddBorrowerOnBehalfLocked(const ObjectId& id, const WorkerId& b
   ObjectEntry* e = objects_.Find(id);
   if (e == nullptr || e->borrowed) return false;
   ObjectId task_return = MakeObjectId(TaskId::FromBinary(task_id), 1);
-  bool added = objects_.AddBorrowerOnBehalf(id, borrower, options_.worker_id, task_return,
-                                            attempt, count);
+  bool added =
+      objects_.AddBorrowerOnBehalf(id, borrower, options_.worker_id, task_return, attempt, count);
   // A borrower that is already gone would never drop its references: watch it.
   if (borrower != options_.worker_id) WatchBorrowerLocked(borrower, borrower_address);
   return added;

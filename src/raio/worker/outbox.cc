@@ -9,6 +9,7 @@ void Outbox::Call(std::shared_ptr<rpc::Connection> conn, uint32_t method,
                   rpc::Connection::ReplyCallback callback,
                   std::optional<std::chrono::milliseconds> timeout,
                   const rpc::FieldSuffix& suffix) {
+  mu_.AssertHeld();
   Item& item = items_.emplace_back();
   item.conn = std::move(conn);
   item.method = method;
@@ -20,6 +21,7 @@ void Outbox::Call(std::shared_ptr<rpc::Connection> conn, uint32_t method,
 
 void Outbox::Send(std::shared_ptr<rpc::Connection> conn, uint32_t method,
                   std::shared_ptr<const google::protobuf::MessageLite> message) {
+  mu_.AssertHeld();
   Item& item = items_.emplace_back();
   item.conn = std::move(conn);
   item.method = method;
@@ -27,9 +29,15 @@ void Outbox::Send(std::shared_ptr<rpc::Connection> conn, uint32_t method,
   item.message = std::move(message);
 }
 
-void Outbox::Run(std::function<void()> fn) { items_.emplace_back().fn = std::move(fn); }
+void Outbox::Run(std::function<void()> fn) {
+  mu_.AssertHeld();
+  items_.emplace_back().fn = std::move(fn);
+}
 
-bool Outbox::DrainLocked() {
+// Releases and retakes the mutex it was called with, which the analysis cannot follow
+// through the asserted alias.
+bool Outbox::DrainLocked() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  mu_.AssertHeld();
   if (draining_ || items_.empty()) return false;
   draining_ = true;
   while (!items_.empty()) {

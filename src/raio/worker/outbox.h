@@ -9,7 +9,10 @@
 // keep the order in which they were queued. Items queued by a drain's own sends (through
 // their callbacks, which never run inline) go out in the same drain.
 //
-// Threading: every method but DrainLocked's unlocked stretch runs with `mu` held.
+// Threading: call every method with `mu` held (DrainLocked releases it while sending).
+// The methods are not annotated as requiring it: callers know `mu` under other names
+// (the CoreWorker's mu_, the submitters' references), which clang's analysis cannot
+// alias; the methods assert it instead.
 #pragma once
 
 #include <chrono>
@@ -39,31 +42,32 @@ class Outbox {
             std::shared_ptr<const google::protobuf::MessageLite> message,
             rpc::Connection::ReplyCallback callback,
             std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-            const rpc::FieldSuffix& suffix = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+            const rpc::FieldSuffix& suffix = {});
   // Typed: queues a request of method M, whose parsed reply (or failure) reaches
   // `on_reply(absl::StatusOr<Reply>)` on the loop thread; the deadline is the method's
   // unless given (rpc/methods.h).
   template <proto::Method M, typename F>
-  void Call(std::shared_ptr<rpc::Connection> conn,
-            std::shared_ptr<const typename rpc::MethodTraits<M>::Request> request, F on_reply,
-            std::optional<std::chrono::milliseconds> deadline =
-                rpc::MethodTraits<M>::kInfo.deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Call(std::move(conn), M, std::move(request), rpc::TypedReply<M>(std::move(on_reply)),
-         deadline);
+  void Call(
+      std::shared_ptr<rpc::Connection> conn,
+      std::shared_ptr<const typename rpc::MethodTraits<M>::Request> request, F on_reply,
+      std::optional<std::chrono::milliseconds> deadline = rpc::MethodTraits<M>::kInfo.deadline) {
+    Call(std::move(conn), M, std::move(request), rpc::TypedReply<M>(std::move(on_reply)), deadline);
   }
   // Queues a one-way frame.
   void Send(std::shared_ptr<rpc::Connection> conn, uint32_t method,
-            std::shared_ptr<const google::protobuf::MessageLite> message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+            std::shared_ptr<const google::protobuf::MessageLite> message);
   // Queues `fn`, run without the mutex. It may take the mutex itself (through an
   // OutboxLock: its own queued items then go out in this drain).
-  void Run(std::function<void()> fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Run(std::function<void()> fn);
 
   // Sends everything queued, releasing `mu` while sending; returns with it held. A no-op
   // when nothing is queued or another thread is draining. Returns whether it released
   // `mu` (then what the caller read under it may have changed).
-  bool DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool empty() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return items_.empty(); }
+  bool DrainLocked();
+  bool empty() const {
+    mu_.AssertHeld();
+    return items_.empty();
+  }
 
   // Tells the thread-safety analysis that the caller holds the mutex known here as mu_.
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) { mu_.AssertHeld(); }
@@ -94,7 +98,6 @@ class ABSL_SCOPED_LOCKABLE OutboxLock {
     mu_->Lock();
   }
   ~OutboxLock() ABSL_UNLOCK_FUNCTION() {
-    outbox_->AssertHeld();
     outbox_->DrainLocked();
     mu_->Unlock();
   }

@@ -367,21 +367,21 @@ void TaskSubmitter::FinishFromReply(const ObjectId& id, proto::PushTaskReply& r,
     return;
   }
   if (any_contained) objects_.SettleOnBehalf(id, self_, /*delivered=*/true);
-  auto take_contained = [&](const google::protobuf::RepeatedPtrField<proto::ObjectRefInfo>& refs)
-                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                              std::vector<ObjectId> contained;
-                              for (const auto& info : refs) {
-                                ObjectId cid = ObjectId::FromBinary(info.object_id());
-                                WorkerId owner = WorkerId::FromBinary(info.owner_worker_id());
-                                if (owner != self_) {
-                                  objects_.AddBorrowed(cid, owner,
-                                                       info.owner_address().SerializeAsString());
-                                  if (ObjectEntry* e = objects_.Find(cid)) ++e->owner_registrations;
-                                }  // else our owner service already counted the reference
-                                contained.push_back(cid);
-                              }
-                              return contained;
-                            };
+  auto take_contained =
+      [&](const google::protobuf::RepeatedPtrField<proto::ObjectRefInfo>& refs)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            std::vector<ObjectId> contained;
+            for (const auto& info : refs) {
+              ObjectId cid = ObjectId::FromBinary(info.object_id());
+              WorkerId owner = WorkerId::FromBinary(info.owner_worker_id());
+              if (owner != self_) {
+                objects_.AddBorrowed(cid, owner, info.owner_address().SerializeAsString());
+                if (ObjectEntry* e = objects_.Find(cid)) ++e->owner_registrations;
+              }  // else our owner service already counted the reference
+              contained.push_back(cid);
+            }
+            return contained;
+          };
   if (r.has_error()) {
     auto error = std::make_shared<proto::ErrorInfo>(std::move(*r.mutable_error()));
     FailReturns(id, num_returns, std::move(error));
@@ -469,8 +469,9 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
   cls->pending_requests.erase(id);
   cls->cancelling.erase(id);
   if (!reply.ok()) {
-    FailQueued(cls, proto::NODE_DIED, absl::StrCat("cannot lease a worker from the node daemon: ",
-                                                   reply.status().message()));
+    FailQueued(
+        cls, proto::NODE_DIED,
+        absl::StrCat("cannot lease a worker from the node daemon: ", reply.status().message()));
     return;
   }
   const proto::RequestWorkerLeaseReply& r = *reply;

@@ -97,9 +97,9 @@ class TaskSubmitter {
  public:
   // `outbox` takes the sends decided under `mu`; `pool` gives connections to leased
   // workers (never used with `mu` held).
-  TaskSubmitter(raio::Mutex& mu, Outbox& outbox, rpc::ConnectionPool& pool,
-                raio::CondVar& ready_cv, std::atomic<uint64_t>& completions,
-                ObjectTable& objects, DependencyResolver& resolver, EventLoop& loop,
+  TaskSubmitter(raio::Mutex& mu, Outbox& outbox, rpc::ConnectionPool& pool, raio::CondVar& ready_cv,
+                std::atomic<uint64_t>& completions, ObjectTable& objects,
+                DependencyResolver& resolver, EventLoop& loop,
                 std::shared_ptr<rpc::Connection> node, std::string node_id_hex, WorkerId self);
   ~TaskSubmitter();
 
