@@ -83,7 +83,13 @@ JobId WorkerJobId() {
 }
 
 [[noreturn]] void RunWorker() {
+  // The node put the cluster's configuration in this process's environment.
+  absl::Status config_status = config::ResetToEnvironment();
   InitLogging(spdlog::level::warn);
+  if (!config_status.ok()) {
+    RAIO_LOG_ERROR("worker cannot read its configuration: {}", config_status.message());
+    _exit(2);
+  }
   const char* node_socket = std::getenv("RAIO_NODE_SOCKET");
   const char* worker_hex = std::getenv("RAIO_WORKER_ID");
   const char* session = std::getenv("RAIO_SESSION_DIR");
@@ -98,9 +104,10 @@ JobId WorkerJobId() {
   for (std::size_t i = 0; i < WorkerId::kSize && 2 * i + 1 < hex.size(); ++i) {
     id.mutable_data()[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
   }
-  auto* loop = new EventLoop("raio-worker", config::kLoopSpin);  // lives until _exit
+  auto* loop = new EventLoop("raio-worker", config::loop_spin_us());  // lives until _exit
   // The node passes its object store's memory on connecting (the store has no file name).
-  auto connected = rpc::ConnectUnixReceivingFd(loop->io(), node_socket, config::kConnectTimeout);
+  auto connected =
+      rpc::ConnectUnixReceivingFd(loop->io(), node_socket, config::connect_timeout_ms());
   if (!connected.ok()) {
     RAIO_LOG_ERROR("worker cannot reach its node: {}", connected.status().message());
     _exit(2);
@@ -128,7 +135,7 @@ JobId WorkerJobId() {
   reg.set_worker_id(id.Binary());
   reg.set_pid(getpid());
   reg.set_socket_path(socket_path);
-  auto reply = rpc::CallSync(*node, proto::REGISTER_WORKER, reg, config::kControlRpcTimeout);
+  auto reply = rpc::CallSync(*node, proto::REGISTER_WORKER, reg, config::control_rpc_timeout_ms());
   proto::RegisterWorkerReply r;
   if (!reply.ok() || !r.ParseFromString(*reply)) {
     RAIO_LOG_ERROR("worker registration failed: {}",
@@ -194,8 +201,8 @@ std::string ResolveAutoAddress() {
 }
 
 void JoinCluster(DriverRuntime& rt, const std::string& address, const std::string& ns) {
-  rt.loop = std::make_unique<EventLoop>("raio-driver", config::kLoopSpin);
-  auto head = rpc::ConnectTcp(rt.loop->io(), address, config::kConnectTimeout);
+  rt.loop = std::make_unique<EventLoop>("raio-driver", config::loop_spin_us());
+  auto head = rpc::ConnectTcp(rt.loop->io(), address, config::connect_timeout_ms());
   if (!head.ok()) {
     throw ClusterUnavailableError(
         absl::StrCat("cannot reach a raio cluster at ", address, ": ", head.status().message(),
@@ -208,16 +215,27 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   job.set_driver_pid(getpid());
   job.set_executable(SelfExecutablePath());
   job.set_hostname(Hostname());
-  auto reply = rpc::CallSync(*rt.head, proto::REGISTER_JOB, job, config::kConnectTimeout);
+  auto reply = rpc::CallSync(*rt.head, proto::REGISTER_JOB, job, config::connect_timeout_ms());
   proto::RegisterJobReply jr;
   if (!reply.ok() || !jr.ParseFromString(*reply)) {
     throw ClusterUnavailableError(
         absl::StrCat("the raio cluster at ", address, " did not accept this job: ",
                      reply.ok() ? "malformed reply" : std::string(reply.status().message())));
   }
+  // The cluster's configuration wins over this process's environment, so that the driver
+  // agrees with the nodes and workers. (This driver's own loop was made before: its spin
+  // keeps the local loop_spin_us.)
+  std::map<std::string, std::string> cluster_config(jr.system_config().begin(),
+                                                    jr.system_config().end());
+  if (absl::Status s = config::ApplyOverrides(cluster_config, "the head's configuration");
+      !s.ok()) {
+    throw ClusterUnavailableError(
+        absl::StrCat("this driver cannot take the configuration of the raio cluster at ", address,
+                     " (a head of another raio version?): ", s.message()));
+  }
   // The node passes its object store's memory on connecting (the store has no file name).
-  auto node =
-      rpc::ConnectUnixReceivingFd(rt.loop->io(), jr.node_socket_path(), config::kConnectTimeout);
+  auto node = rpc::ConnectUnixReceivingFd(rt.loop->io(), jr.node_socket_path(),
+                                          config::connect_timeout_ms());
   if (!node.ok()) {
     throw ClusterUnavailableError(absl::StrCat(
         "cannot reach the node daemon at ", jr.node_socket_path(), ": ", node.status().message()));
@@ -240,7 +258,7 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   if (getcwd(cwd, sizeof(cwd)) != nullptr) reg.set_working_dir(cwd);
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) reg.set_ld_library_path(ld);
   reg.set_pid(getpid());
-  auto dreply = rpc::CallSync(*rt.node, proto::REGISTER_DRIVER, reg, config::kConnectTimeout);
+  auto dreply = rpc::CallSync(*rt.node, proto::REGISTER_DRIVER, reg, config::connect_timeout_ms());
   proto::RegisterDriverReply dr;
   if (!dreply.ok() || !dr.ParseFromString(*dreply)) {
     throw ClusterUnavailableError(
@@ -295,9 +313,15 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
     }
     RunWorker();
   }
-  InitLogging(spdlog::level::warn);
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_runtime) throw InvalidUsageError("raio::Init called twice; call raio::Shutdown() first");
+  // Each Init starts from the defaults and the environment as it is now (a program may set
+  // RAIO_* variables in main), not from the overrides of an earlier Init.
+  absl::Status config_status = config::ResetToEnvironment();
+  InitLogging(spdlog::level::warn);
+  if (!config_status.ok()) {
+    throw InvalidUsageError(absl::StrCat("raio::Init: ", config_status.message()));
+  }
   std::string address = options.address;
   if (address.empty()) {
     if (const char* env = std::getenv("RAIO_ADDRESS")) address = env;
@@ -314,6 +338,7 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
       lo.object_store_bytes = options.object_store_memory_bytes;
       lo.memory_usage_threshold = options.memory_usage_threshold;
       lo.memory_usage_threshold_bytes = options.memory_usage_threshold_bytes;
+      lo.system_config = options.system_config;
       auto cluster = api::LocalCluster::Create(lo);
       if (!cluster.ok()) {
         if (cluster.status().code() == absl::StatusCode::kInvalidArgument) {
@@ -330,6 +355,11 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
       throw InvalidUsageError(
           "raio::Init: num_cpus/num_gpus/memory/resources/memory_usage_threshold apply to an "
           "embedded cluster only; pass them to `raio start` for a standalone cluster");
+    } else if (!options.system_config.empty()) {
+      throw InvalidUsageError(
+          "raio::Init: system_config applies to an embedded cluster only: a cluster's "
+          "configuration is set where it starts (`raio start --head --system-config JSON`) "
+          "and a driver that joins takes it from the head");
     }
     JoinCluster(*rt, address, options.ns);
   } catch (...) {
@@ -359,6 +389,8 @@ void Shutdown() {
   }
   TearDown(std::move(rt));
 }
+
+std::map<std::string, std::string> SystemConfig() { return config::CurrentValues(); }
 
 bool IsInitialized() {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -136,8 +136,9 @@ class Service {
 // Sends a request of method M; `on_reply(absl::StatusOr<Reply>)` runs on the connection's
 // loop thread (a malformed reply is an Internal error naming the method).
 template <proto::Method M, typename F>
-void Call(Connection& conn, const typename MethodTraits<M>::Request& request, F on_reply,
-          std::optional<std::chrono::milliseconds> deadline = MethodTraits<M>::kInfo.deadline) {
+void Call(
+    Connection& conn, const typename MethodTraits<M>::Request& request, F on_reply,
+    std::optional<std::chrono::milliseconds> deadline = DefaultDeadline(MethodTraits<M>::kInfo)) {
   static_assert(MethodTraits<M>::kInfo.kind == CallKind::kUnary, "use Notify for one-way");
   conn.Call(
       M, request,
@@ -158,7 +159,7 @@ void Call(Connection& conn, const typename MethodTraits<M>::Request& request, F 
 template <proto::Method M>
 absl::StatusOr<typename MethodTraits<M>::Reply> CallSync(
     Connection& conn, const typename MethodTraits<M>::Request& request,
-    std::optional<std::chrono::milliseconds> deadline = MethodTraits<M>::kInfo.deadline) {
+    std::optional<std::chrono::milliseconds> deadline = DefaultDeadline(MethodTraits<M>::kInfo)) {
   auto body = CallSync(conn, M, request, deadline);
   if (!body.ok()) return body.status();
   typename MethodTraits<M>::Reply reply;
