@@ -577,14 +577,13 @@ int ShowConfig(const std::string& address_flag, bool json) {
                 e.env_var.c_str());
     std::cout << Wrap(e.doc, 4, 96);
   }
-  std::cout << "\nVALUE is "
-            << (address_flag.empty() ? "this environment's (defaults and RAIO_* variables)"
+  std::cout << "\nVALUE: "
+            << (address_flag.empty() ? "this environment's (the defaults and RAIO_* variables)"
                                      : "the cluster's")
-            << ". Set values with the environment variables, InitOptions::system_config or\n"
-               "`raio start --head --system-config '{\"name\": value}'`; see "
-               "docs/design/config.md.\n"
-               "Fixed at build time (every process must agree): max_frame_bytes = "
-            << raio::config::kMaxFrameBytes << "\n";
+            << ". Set values with RAIO_<NAME>, InitOptions::system_config or\n"
+               "`raio start --head --system-config '{\"name\": value}'` (docs/design/config.md).\n"
+               "Fixed at build time, as every process must agree: max_frame_bytes = "
+            << raio::config::kMaxFrameBytes << ".\n";
   return 0;
 }
 
@@ -734,7 +733,7 @@ int main(int argc, char** argv) {
   raio::InitLogging(spdlog::level::warn);
   if (!env_config.ok()) {
     std::cerr << "raio: " << env_config.message() << "\n";
-    if (start->parsed() || config->parsed()) return 2;
+    if (start->parsed()) return 2;  // other commands go on with the defaults
   }
 
   if (start->parsed()) {

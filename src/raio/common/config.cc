@@ -71,9 +71,9 @@ std::string Want(Type t) {
     case Type::kBytes:
       return "a byte count (a whole number, optionally with KiB, MiB, GiB or TiB)";
     case Type::kMilliseconds:
-      return "a whole number of milliseconds (at most a year)";
+      return "a whole number of milliseconds";
     case Type::kMicroseconds:
-      return "a whole number of microseconds (at most a year)";
+      return "a whole number of microseconds";
     case Type::kLogLevel:
       return absl::StrCat("one of auto, ", absl::StrJoin(kLogLevelNames, ", "));
   }
@@ -173,7 +173,8 @@ absl::StatusOr<typename Repr<t>::T> Parse(std::string_view label, std::string_vi
     }
   }
   const std::string range = DescribeBounds(bounds);
-  const std::string want = range.empty() ? Want(t) : absl::StrCat(Want(t), " ", range);
+  std::string want = range.empty() ? Want(t) : absl::StrCat(Want(t), " ", range);
+  if constexpr (t == Type::kMilliseconds || t == Type::kMicroseconds) want += " (at most a year)";
   if (!value) return bad(want);
   if constexpr (t != Type::kBool && t != Type::kLogLevel) {
     if (!InBounds(numeric, bounds)) return bad(want);

@@ -125,10 +125,10 @@ constexpr Bounds Any() { return {}; }
     "the node is made")                                                                           \
   X(kMilliseconds, memory_monitor_interval_ms, 250, "ms", AtLeast(0),                             \
     "the node measures its memory use this often and, above the threshold, ends the leased "      \
-    "worker with the largest resident set (0: the monitor is off)")                               \
+    "worker with the largest resident set (0: the monitor is off); read when the node starts")    \
   X(kDouble, memory_usage_threshold, 0.95, "fraction", Fraction(),                                \
     "share of the node's memory above which the memory monitor ends a worker (Ray's "             \
-    "memory_usage_threshold)")                                                                    \
+    "memory_usage_threshold); read when the node starts")                                         \
   X(kBytes, memory_usage_threshold_bytes, 0, "bytes", AtLeast(0),                                 \
     "the same as an absolute use; when set the smaller threshold applies (0: none)")              \
   X(kBool, prestart_worker, true, "", Any(),                                                      \

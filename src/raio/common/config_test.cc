@@ -1,6 +1,8 @@
 #include "raio/common/config.h"
 
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -63,6 +65,18 @@ TEST_F(ConfigTest, EveryEntryIsDescribedWithItsUnitAndEnvironmentVariable) {
   }
   EXPECT_EQ(names.size(), CurrentValues().size());
   EXPECT_EQ(EnvVarName("lease_idle_timeout_ms"), "RAIO_LEASE_IDLE_TIMEOUT_MS");
+}
+
+TEST_F(ConfigTest, TheDesignPageListsEveryEntryWithItsDefault) {
+  std::ifstream in(std::string(RAIO_SOURCE_DIR) + "/docs/design/config.md");
+  ASSERT_TRUE(in) << "docs/design/config.md";
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const EntryInfo& e : Describe()) {
+    std::string row = "| `" + std::string(e.name) + "` | " + std::string(TypeName(e.type)) + " | " +
+                      e.default_value;
+    EXPECT_NE(text.str().find(row), std::string::npos) << "docs/design/config.md lacks " << row;
+  }
 }
 
 TEST_F(ConfigTest, OverridesParseEachType) {
