@@ -387,7 +387,7 @@ struct PendingGroup {
   std::size_t requests = 0;
   uint32_t latest_backlog = 0;  // the owner's queue length when it sent its latest request
   std::size_t Waiting() const {
-    // An owner keeps min(queued tasks, kMaxPendingLeaseRequestsPerClass) lease requests
+    // An owner keeps min(queued tasks, max_pending_lease_requests_per_class) lease requests
     // open per class, and each request's `backlog` is the owner's queue length when it
     // was sent: a snapshot that includes the tasks the class's other requests will run
     // and that does not shrink as they are granted. So summing backlogs over-counts, and

@@ -123,7 +123,7 @@ class NodeManager {
   // Reaps exited workers: ends their leases and actors, and records how each exited.
   void ReapWorkers();
   // Replies to GET_WORKER_FAILURE_CAUSE; while the worker's exit is not reaped yet, looks
-  // again every kWorkerExitPollInterval, `tries_left` more times.
+  // again every worker_exit_poll_interval_ms, `tries_left` more times.
   void AnswerFailureCause(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                           const WorkerId& worker, int tries_left);
   void ArmMemoryTimer();

@@ -133,7 +133,7 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
   }
   // Fill the least-loaded leases first so that work spreads over workers. An idle worker
   // always takes a task; a busy one only takes tasks beyond those that the lease requests
-  // this class keeps open (up to kMaxPendingLeaseRequestsPerClass) will serve: a task
+  // this class keeps open (up to max_pending_lease_requests_per_class) will serve: a task
   // queued behind a running one could wait for it, and when tasks wait for each other,
   // that is a deadlock.
   const auto max_requests =
@@ -534,7 +534,7 @@ void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<Lea
 
 void TaskSubmitter::ReturnIdleLeases(SchedulingClass* wanting) {
   // The node is full: the workers that this owner keeps idle for other classes (waiting
-  // for kLeaseIdleTimeout in case more of their tasks come) hold resources that `wanting`
+  // for lease_idle_timeout_ms in case more of their tasks come) hold resources that `wanting`
   // could use now. Give them back at once.
   for (auto& [key, cls] : classes_) {
     if (cls.get() == wanting || !cls->queue.empty()) continue;
