@@ -4,7 +4,9 @@
 //                     [--memory BYTES] [--resources JSON] [--block]
 //                     [--memory-usage-threshold FRACTION]
 //                     [--memory-usage-threshold-bytes BYTES]
+//                     [--system-config JSON]
 //   raio stop
+//   raio config [--address HOST:PORT|auto] [--json]
 //   raio status [--address HOST:PORT|auto] [--json]
 //   raio list objects [--address HOST:PORT|auto] [--json]
 //   raio list actors [--address HOST:PORT|auto] [--json]
@@ -188,12 +190,14 @@ int Start(const raio::api::LocalClusterOptions& options, bool block) {
               << " (pid " << (*j)["pid"] << "); run `raio stop` first\n";
     return 1;
   }
-  if (auto total = raio::api::NodeResources(options); !total.ok()) {
-    std::cerr << "raio start: " << total.status().message() << "\n";
+  // Applied here too (the daemon is forked from this process and applies them again):
+  // a bad entry is a usage error on the terminal, not in the daemon's log.
+  if (absl::Status s = raio::api::ApplyClusterConfig(options); !s.ok()) {
+    std::cerr << "raio start: " << s.message() << "\n";
     return 2;
   }
-  if (auto monitor = raio::api::MemoryMonitorSettings(options); !monitor.ok()) {
-    std::cerr << "raio start: " << monitor.status().message() << "\n";
+  if (auto total = raio::api::NodeResources(options); !total.ok()) {
+    std::cerr << "raio start: " << total.status().message() << "\n";
     return 2;
   }
   if (std::string why = CheckStateDir(); !why.empty()) {
@@ -301,15 +305,15 @@ bool CallHead(const std::string& address_flag, const char* what, uint32_t method
     return false;
   }
   raio::EventLoop loop("raio-cli");
-  auto conn = raio::rpc::ConnectTcp(loop.io(), address, raio::config::kConnectTimeout);
+  auto conn = raio::rpc::ConnectTcp(loop.io(), address, raio::config::connect_timeout_ms());
   if (!conn.ok()) {
     std::cerr << what << ": " << conn.status().message() << "\n";
     return false;
   }
   (*conn)->Start(nullptr, nullptr);
   loop.Start();
-  auto reply =
-      raio::rpc::CallSync(**conn, method, raio::proto::Empty(), raio::config::kControlRpcTimeout);
+  auto reply = raio::rpc::CallSync(**conn, method, raio::proto::Empty(),
+                                   raio::config::control_rpc_timeout_ms());
   (*conn)->Close(absl::CancelledError("done"));
   if (!reply.ok() || !reply_out->ParseFromString(*reply)) {
     std::cerr << what << ": "
@@ -383,7 +387,7 @@ struct PendingGroup {
   std::size_t requests = 0;
   uint32_t latest_backlog = 0;  // the owner's queue length when it sent its latest request
   std::size_t Waiting() const {
-    // An owner keeps min(queued tasks, kMaxPendingLeaseRequestsPerClass) lease requests
+    // An owner keeps min(queued tasks, max_pending_lease_requests_per_class) lease requests
     // open per class, and each request's `backlog` is the owner's queue length when it
     // was sent: a snapshot that includes the tasks the class's other requests will run
     // and that does not shrink as they are granted. So summing backlogs over-counts, and
@@ -391,7 +395,7 @@ struct PendingGroup {
     // task. At the cap, more may wait than there are requests: the latest snapshot is
     // the best figure the node has. Old owners send backlog 0: count the requests.
     if (latest_backlog == 0 ||
-        requests < static_cast<std::size_t>(raio::config::kMaxPendingLeaseRequestsPerClass)) {
+        requests < static_cast<std::size_t>(raio::config::max_pending_lease_requests_per_class())) {
       return requests;
     }
     return std::max<std::size_t>(requests, latest_backlog);
@@ -432,6 +436,12 @@ int Status(const std::string& address_flag, bool json) {
     std::cout << ToJson(status) << "\n";
     return 0;
   }
+  // The cluster's values, so that figures below read as the nodes meant them (e.g. the
+  // lease requests an owner keeps open per class).
+  (void)raio::config::ApplyOverrides(
+      std::map<std::string, std::string>(status.system_config().begin(),
+                                         status.system_config().end()),
+      "the head's configuration");
   std::map<std::string, double> total, available;
   std::size_t pending_tasks = 0;
   std::cout << "======== raio cluster " << address << " ========\n";
@@ -500,6 +510,80 @@ int Status(const std::string& address_flag, bool json) {
     std::cout << "  job " << j.job_id() << "  " << j.state() << "  pid " << j.driver_pid() << "  "
               << j.executable() << "\n";
   }
+  std::map<std::string, std::string> changed = raio::config::NonDefaultValues();
+  std::cout << "System config: " << (changed.empty() ? "all defaults" : "") << "\n";
+  for (const auto& [name, value] : changed) std::cout << "  " << name << " = " << value << "\n";
+  return 0;
+}
+
+// Word-wraps `text` at `width` columns, each line after `indent` spaces.
+std::string Wrap(std::string_view text, std::size_t indent, std::size_t width) {
+  std::string out, line;
+  auto flush = [&] {
+    out += std::string(indent, ' ') + line + "\n";
+    line.clear();
+  };
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find(' ', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view word = text.substr(at, end - at);
+    if (!line.empty() && indent + line.size() + 1 + word.size() > width) flush();
+    line += (line.empty() ? "" : " ") + std::string(word);
+    at = end + 1;
+  }
+  if (!line.empty()) flush();
+  return out;
+}
+
+// `raio config`: the configuration table with this environment's values, or with a running
+// cluster's when `address_flag` is given ("auto": the recorded cluster).
+int ShowConfig(const std::string& address_flag, bool json) {
+  if (!address_flag.empty()) {
+    raio::proto::ClusterStatus status;
+    if (!CallHead(address_flag, "raio config", raio::proto::GET_CLUSTER_STATUS, &status)) {
+      return 1;
+    }
+    if (absl::Status s = raio::config::ApplyOverrides(
+            std::map<std::string, std::string>(status.system_config().begin(),
+                                               status.system_config().end()),
+            "the head's configuration");
+        !s.ok()) {
+      std::cerr << "raio config: " << s.message() << "\n";
+      return 1;
+    }
+  }
+  std::vector<raio::config::EntryInfo> entries = raio::config::Describe();
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& e : entries) {
+      out.push_back({{"name", e.name},
+                     {"type", raio::config::TypeName(e.type)},
+                     {"default", e.default_value},
+                     {"value", e.value},
+                     {"unit", e.unit},
+                     {"env", e.env_var},
+                     {"doc", e.doc}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-38s %-12s %-10s %-10s %-9s %s\n", "NAME", "TYPE", "DEFAULT", "VALUE", "UNIT",
+              "ENVIRONMENT");
+  for (const auto& e : entries) {
+    std::printf("%-38s %-12s %-10s %-10s %-9s %s\n", std::string(e.name).c_str(),
+                std::string(raio::config::TypeName(e.type)).c_str(), e.default_value.c_str(),
+                e.value.c_str(), e.unit.empty() ? "-" : std::string(e.unit).c_str(),
+                e.env_var.c_str());
+    std::cout << Wrap(e.doc, 4, 96);
+  }
+  std::cout << "\nVALUE: "
+            << (address_flag.empty() ? "this environment's (the defaults and RAIO_* variables)"
+                                     : "the cluster's")
+            << ". Set values with RAIO_<NAME>, InitOptions::system_config or\n"
+               "`raio start --head --system-config '{\"name\": value}'` (docs/design/config.md).\n"
+               "Fixed at build time, as every process must agree: max_frame_bytes = "
+            << raio::config::kMaxFrameBytes << ".\n";
   return 0;
 }
 
@@ -607,10 +691,21 @@ int main(int argc, char** argv) {
                    "(default: RAIO_MEMORY_USAGE_THRESHOLD_BYTES, else none)")
       ->check(finite_non_negative);
   start->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"TPU\": 4}'");
+  std::string system_config_json;
+  start->add_option("--system-config", system_config_json,
+                    "overrides of the configuration table as a JSON object, e.g. "
+                    "'{\"lease_idle_timeout_ms\": 50}'; they reach every node and worker "
+                    "(`raio config` lists the names)");
   start->add_flag("--block", block, "run in the foreground");
   auto* stop = app.add_subcommand("stop", "stop the cluster started by `raio start`");
   std::string address;
   bool json = false;
+  auto* config = app.add_subcommand(
+      "config", "list the configuration table: names, types, defaults, values, units");
+  config->add_option("--address", address,
+                     "show the values of the cluster at host:port, or auto (the cluster "
+                     "`raio start` recorded), instead of this environment's");
+  config->add_flag("--json", json, "print JSON");
   auto* status =
       app.add_subcommand("status", "show nodes, resources, workers, pending tasks, jobs");
   status->add_option("--address", address,
@@ -634,7 +729,12 @@ int main(int argc, char** argv) {
     // 100+), --help and friends exit 0.
     return app.exit(e) == 0 ? 0 : 2;
   }
+  absl::Status env_config = raio::config::ResetToEnvironment();
   raio::InitLogging(spdlog::level::warn);
+  if (!env_config.ok()) {
+    std::cerr << "raio: " << env_config.message() << "\n";
+    if (start->parsed()) return 2;  // other commands go on with the defaults
+  }
 
   if (start->parsed()) {
     if (!head) {
@@ -662,9 +762,28 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    if (!system_config_json.empty()) {
+      try {
+        auto j = nlohmann::json::parse(system_config_json);
+        if (!j.is_object()) throw std::runtime_error("expected a JSON object");
+        for (auto& [k, v] : j.items()) {
+          if (v.is_string()) {
+            start_options.system_config[k] = v.get<std::string>();
+          } else if (v.is_number() || v.is_boolean()) {
+            start_options.system_config[k] = v.dump();
+          } else {
+            throw std::runtime_error("value of '" + k + "' is not a number, string or bool");
+          }
+        }
+      } catch (const std::exception& e) {
+        std::cerr << "raio start: bad --system-config: " << e.what() << "\n";
+        return 2;
+      }
+    }
     return Start(start_options, block);
   }
   if (stop->parsed()) return Stop();
+  if (config->parsed()) return ShowConfig(address, json);
   if (status->parsed()) return Status(address, json);
   if (list_objects->parsed()) return ListObjects(address, json);
   if (list_actors->parsed()) return ListActors(address, json);

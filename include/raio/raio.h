@@ -58,8 +58,17 @@ struct InitOptions {
   std::optional<double> memory_usage_threshold;
   // Embedded cluster only: the same as an absolute use in bytes; with both set, the
   // smaller threshold applies [RAIO_MEMORY_USAGE_THRESHOLD_BYTES, else none].
-  // RAIO_MEMORY_MONITOR_INTERVAL_MS sets how often the node checks [250; 0 = off].
+  // The system_config entry memory_monitor_interval_ms sets how often the node checks
+  // [250; 0 = off].
   std::optional<uint64_t> memory_usage_threshold_bytes;
+  // Embedded cluster only: overrides of raio's configuration table, name -> value as text,
+  // e.g. {{"lease_idle_timeout_ms", "50"}} (as Ray's _system_config). They win over the
+  // RAIO_<NAME> environment variables and reach every process of the cluster: this
+  // driver, the node and its workers. Names, types and defaults: `raio config` and
+  // docs/design/config.md. An unknown name or a malformed or out-of-range value makes
+  // Init throw InvalidUsageError naming it. A standalone cluster takes them at `raio start
+  // --head --system-config JSON` [none].
+  std::map<std::string, std::string> system_config;
 };
 
 // Starts raio in this process. With no address (and no RAIO_ADDRESS) it starts an
@@ -67,7 +76,8 @@ struct InitOptions {
 // In a worker process it runs the worker loop and never returns.
 // Blocks until the cluster is ready (embedded) or joined.
 // Throws InvalidUsageError if already initialized or an option is invalid (a negative,
-// NaN or infinite resource amount, fractional num_gpus, a store under 1 MiB; the
+// NaN or infinite resource amount, fractional num_gpus, a store under 1 MiB, a bad
+// system_config entry or RAIO_<NAME> variable, system_config with an address; the
 // message names the value); ClusterUnavailableError if the address cannot be reached
 // within a few seconds, or is "auto" and no cluster recorded on this machine is running.
 void Init(const InitOptions& options, int argc = 0, char** argv = nullptr);
@@ -83,6 +93,13 @@ void Shutdown();
 
 // Whether Init has run and Shutdown has not.
 bool IsInitialized();
+
+// The configuration this process runs with: every entry of raio's table (`raio config`,
+// docs/design/config.md), name -> current value as text (integers and durations in
+// decimal in the unit their name ends with, bools as true/false). After Init these are
+// the cluster's values; in a task or actor method, those its node gave the worker; before
+// Init, the defaults and this process's RAIO_<NAME> variables. Never throws or blocks.
+std::map<std::string, std::string> SystemConfig();
 
 // Stores `value` as an object owned by this process and returns a reference to it.
 // Values of 100 KiB or more go to the node's shared-memory store, written once (an

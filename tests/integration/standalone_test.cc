@@ -15,11 +15,13 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "harness.h"
 #include "test_functions.h"
@@ -419,6 +421,81 @@ TEST(KilledDaemonTest, StopAfterAKilledDaemonRemovesItsSession) {
   std::filesystem::remove_all(base);
 }
 
+// The cluster's configuration is set where it starts: a joining driver takes the head's
+// values over its own environment, the node's workers get them, and `raio status` and
+// `raio config --address` show them.
+TEST(StandaloneConfigTest, SystemConfigGivenAtStartReachesJoiningDriversAndWorkers) {
+  const auto base = g_base_tmp / ("raio-cfg-" + std::to_string(getpid()));
+  std::filesystem::create_directories(base);
+  const std::string env = "TMPDIR=" + base.string() + " ";
+  auto r = RunCommand(env + RAIO_CLI_PATH +
+                      " start --head --port 0 --num-cpus 1 --object-store-memory 67108864 "
+                      "--system-config '{\"max_pipeline_depth\": 7, \"prestart_worker\": false, "
+                      "\"lease_idle_timeout_ms\": \"30\"}'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(base / "raio" / "current_cluster");
+  json record = json::parse(in, nullptr, false);
+  ASSERT_TRUE(record.is_object()) << r.output;
+  const std::string address = record["address"].get<std::string>();
+  auto driver = RunCommand(env + "RAIO_ADDRESS=" + address +
+                           " RAIO_MAX_PIPELINE_DEPTH=9 RAIO_TEST_SCENARIO=config " + g_self);
+  EXPECT_EQ(driver.exit_code, 0) << driver.output;
+  EXPECT_NE(driver.output.find("driver 7 worker 7 30 false"), std::string::npos) << driver.output;
+  auto status = RunCommand(env + RAIO_CLI_PATH + " status");
+  EXPECT_NE(status.output.find("max_pipeline_depth = 7"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("prestart_worker = false"), std::string::npos) << status.output;
+  auto shown = RunCommand(env + RAIO_CLI_PATH + " config --address auto --json", false);
+  EXPECT_EQ(shown.exit_code, 0) << shown.output;
+  json table = json::parse(shown.output, nullptr, false);
+  ASSERT_TRUE(table.is_array()) << shown.output;
+  std::map<std::string, std::string> values;
+  for (const auto& e : table) values[e["name"].get<std::string>()] = e["value"].get<std::string>();
+  EXPECT_EQ(values["max_pipeline_depth"], "7");
+  EXPECT_EQ(values["lease_idle_timeout_ms"], "30");
+  EXPECT_EQ(values["loop_spin_us"], "50");
+  auto stop = RunCommand(env + RAIO_CLI_PATH + " stop");
+  EXPECT_EQ(stop.exit_code, 0) << stop.output;
+  std::filesystem::remove_all(base);
+}
+
+TEST(StandaloneConfigTest, BadSystemConfigIsAUsageErrorAndStartsNothing) {
+  const auto base = g_base_tmp / ("raio-badcfg-" + std::to_string(getpid()));
+  std::filesystem::create_directories(base);
+  const std::string env = "TMPDIR=" + base.string() + " ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"lease_idle_timeout": 5})", "did you mean 'lease_idle_timeout_ms'"},
+      {R"({"max_pipeline_depth": "many"})", "max_pipeline_depth='many' is not a whole number"},
+      {R"({"memory_usage_threshold": 3})", "in (0, 1]"},
+      {R"({"max_pipeline_depth": {}})", "is not a number, string or bool"},
+      {R"([1, 2])", "expected a JSON object"},
+      {R"({not json)", "bad --system-config"}};
+  for (const auto& [flag, needle] : cases) {
+    auto r = RunCommand(env + RAIO_CLI_PATH + " start --head --port 0 --num-cpus 1 " +
+                        "--system-config '" + flag + "'");
+    EXPECT_EQ(r.exit_code, 2) << flag << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << flag << ": " << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(base / "raio" / "current_cluster"));
+  auto bad_env = RunCommand(env + "RAIO_WORKER_START_TIMEOUT_MS=soon " + RAIO_CLI_PATH +
+                            " start --head --port 0 --num-cpus 1");
+  EXPECT_EQ(bad_env.exit_code, 2) << bad_env.output;
+  EXPECT_NE(bad_env.output.find("RAIO_WORKER_START_TIMEOUT_MS='soon'"), std::string::npos)
+      << bad_env.output;
+  EXPECT_FALSE(std::filesystem::exists(base / "raio" / "current_cluster"));
+  std::filesystem::remove_all(base);
+}
+
+// Prints the config values a joining driver and its workers see.
+int ScenarioConfig() {
+  raio::Init();
+  std::cout << "driver " << raio::SystemConfig()["max_pipeline_depth"] << " worker "
+            << raio::Task(ConfigValue).Remote("max_pipeline_depth").Get() << " "
+            << raio::Task(ConfigValue).Remote("lease_idle_timeout_ms").Get() << " "
+            << raio::Task(ConfigValue).Remote("prestart_worker").Get() << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
 int ScenarioBasic() {
   raio::Init();
   if (raio::Task(Add).Remote(20, 22).Get() != 42) return 1;
@@ -515,6 +592,7 @@ int main(int argc, char** argv) {
     try {
       std::string s = scenario;
       if (s == "basic") return ScenarioBasic();
+      if (s == "config") return ScenarioConfig();
       if (s == "hold_slot") return ScenarioHoldSlot();
       if (s == "hold_object") return ScenarioHoldObject();
       if (s == "detached_create") return ScenarioDetachedCreate();

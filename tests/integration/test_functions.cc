@@ -188,3 +188,23 @@ namespace raio_test {
 OwnedRef MakeOwnedRef(int value) { return OwnedRef{raio::Put(value), static_cast<int>(getpid())}; }
 }  // namespace raio_test
 RAIO_REMOTE(raio_test::MakeOwnedRef);
+
+namespace raio_test {
+
+std::string ConfigValue(std::string name) {
+  std::map<std::string, std::string> values = raio::SystemConfig();
+  auto it = values.find(name);
+  return it == values.end() ? "<none>" : it->second;
+}
+
+std::string NestedConfigValue(std::string name) {
+  return raio::Task(ConfigValue).Remote(name).Get();
+}
+
+ConfigProbe* ConfigProbe::Create() { return new ConfigProbe(); }
+std::string ConfigProbe::Value(std::string name) { return ConfigValue(std::move(name)); }
+
+}  // namespace raio_test
+
+RAIO_REMOTE(raio_test::ConfigValue, raio_test::NestedConfigValue, raio_test::ConfigProbe::Create,
+            &raio_test::ConfigProbe::Value);

@@ -107,3 +107,17 @@ struct OwnedRef {
 };
 OwnedRef MakeOwnedRef(int value);
 }  // namespace raio_test
+
+namespace raio_test {
+// Config entry `name` as the process that runs the task sees it (raio::SystemConfig), or
+// "<none>" for an unknown name.
+std::string ConfigValue(std::string name);
+// The same, as seen by a task that this task submits (nested, in another worker).
+std::string NestedConfigValue(std::string name);
+// An actor that reports config entries as its process sees them.
+class ConfigProbe {
+ public:
+  static ConfigProbe* Create();
+  std::string Value(std::string name);
+};
+}  // namespace raio_test

@@ -1,7 +1,7 @@
 #include "raio/api/local_cluster.h"
 
+#include <charconv>
 #include <cmath>
-#include <cstdlib>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -33,62 +33,43 @@ absl::StatusOr<ResourceSet> NodeResources(const LocalClusterOptions& options) {
         absl::StrCat("num_gpus must be a whole number, got ", m["GPU"]));
   }
   m["memory"] = options.memory_bytes.value_or(
-      std::floor(static_cast<double>(DetectMemoryBytes()) * config::kDefaultMemoryFraction));
+      std::floor(static_cast<double>(DetectMemoryBytes()) * config::memory_resource_fraction()));
   return ResourceSet::FromMap(m);
 }
 
-absl::StatusOr<node::MemoryMonitorOptions> MemoryMonitorSettings(
-    const LocalClusterOptions& options) {
-  node::MemoryMonitorOptions m;
-  auto env = [](const char* name) -> std::optional<std::string> {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') return std::nullopt;
-    return std::string(v);
-  };
-  auto bad = [](const char* name, const std::string& v, const char* want) {
-    return absl::InvalidArgumentError(absl::StrCat(name, "='", v, "' is not ", want));
-  };
+absl::Status ApplyClusterConfig(const LocalClusterOptions& options) {
+  if (absl::Status s = config::ApplyOverrides(options.system_config, "system_config"); !s.ok()) {
+    return s;
+  }
+  // The memory monitor's options are entries of the table too; given, they win.
+  std::map<std::string, std::string> monitor;
   if (options.memory_usage_threshold) {
-    m.usage_threshold = *options.memory_usage_threshold;
-  } else if (auto v = env("RAIO_MEMORY_USAGE_THRESHOLD")) {
-    if (!absl::SimpleAtod(*v, &m.usage_threshold)) {
-      return bad("RAIO_MEMORY_USAGE_THRESHOLD", *v, "a fraction in (0, 1]");
-    }
+    char text[64];
+    auto [end, ec] = std::to_chars(text, text + sizeof(text), *options.memory_usage_threshold);
+    monitor["memory_usage_threshold"] = ec == std::errc() ? std::string(text, end) : "?";
   }
   if (options.memory_usage_threshold_bytes) {
-    m.usage_threshold_bytes = *options.memory_usage_threshold_bytes;
-  } else if (auto v = env("RAIO_MEMORY_USAGE_THRESHOLD_BYTES")) {
-    uint64_t bytes = 0;
-    if (!absl::SimpleAtoi(*v, &bytes)) {
-      return bad("RAIO_MEMORY_USAGE_THRESHOLD_BYTES", *v, "a byte count");
+    if (*options.memory_usage_threshold_bytes == 0) {
+      return absl::InvalidArgumentError("memory_usage_threshold_bytes must be positive, got 0");
     }
-    m.usage_threshold_bytes = bytes;
+    monitor["memory_usage_threshold_bytes"] = absl::StrCat(*options.memory_usage_threshold_bytes);
   }
-  if (auto v = env("RAIO_MEMORY_MONITOR_INTERVAL_MS")) {
-    int64_t ms = 0;
-    if (!absl::SimpleAtoi(*v, &ms) || ms < 0) {
-      return bad("RAIO_MEMORY_MONITOR_INTERVAL_MS", *v, "a number of milliseconds >= 0");
-    }
-    m.interval = std::chrono::milliseconds(ms);
-  }
-  if (absl::Status s = m.Validate(); !s.ok()) return s;
-  return m;
+  return config::ApplyOverrides(monitor, "options");
 }
 
 uint64_t ObjectStoreBytes(const LocalClusterOptions& options) {
   if (options.object_store_bytes) return *options.object_store_bytes;
   return static_cast<uint64_t>(static_cast<double>(DetectMemoryBytes()) *
-                               config::kDefaultObjectStoreFraction);
+                               config::object_store_memory_fraction());
 }
 
 Reclaimed ReclaimDeadProcessFiles() { return CleanStaleSessions(); }
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     const LocalClusterOptions& options) {
+  if (absl::Status s = ApplyClusterConfig(options); !s.ok()) return s;
   auto total = NodeResources(options);
   if (!total.ok()) return total.status();
-  auto memory_monitor = MemoryMonitorSettings(options);
-  if (!memory_monitor.ok()) return memory_monitor.status();
   ReclaimDeadProcessFiles();
   auto cluster = std::unique_ptr<LocalCluster>(new LocalCluster());
   cluster->session_dir_ = MakeTempDir("session");
@@ -105,6 +86,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   // A shutdown request must carry this secret (kept in `raio start`'s cluster record).
   cluster->shutdown_token_ = RandomId<internal::BinaryId<16, ShutdownTokenTag>>().Hex();
   head_options.shutdown_token = cluster->shutdown_token_;
+  // The head holds the cluster's configuration: this process's, now that the overrides
+  // are applied; it hands it to the node at registration.
+  head_options.system_config = config::CurrentValues();
   auto head = head::HeadService::Create(head_options);
   if (!head.ok()) {
     cluster->Stop();
@@ -114,7 +98,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   std::string connect_host = options.host == "0.0.0.0" ? "127.0.0.1" : options.host;
   auto node = node::NodeManager::Create({cluster->session_dir_,
                                          absl::StrCat(connect_host, ":", cluster->head_->port()),
-                                         *total, ObjectStoreBytes(options), *memory_monitor});
+                                         *total, ObjectStoreBytes(options),
+                                         /*memory_monitor=*/std::nullopt});
   if (!node.ok()) {
     cluster->Stop();
     return node.status();

@@ -23,8 +23,11 @@ struct LocalClusterOptions {
   std::optional<double> memory_bytes;
   std::optional<uint64_t> object_store_bytes;
   std::map<std::string, double> resources;
-  // Memory monitor thresholds; unset ones come from RAIO_MEMORY_USAGE_THRESHOLD and
-  // RAIO_MEMORY_USAGE_THRESHOLD_BYTES, else the defaults (0.95, none).
+  // Overrides of config entries (name -> value in text form), applied to this process
+  // before the cluster starts; the head hands the result to its node (and so to workers).
+  std::map<std::string, std::string> system_config;
+  // The memory monitor's thresholds: the config entries memory_usage_threshold and
+  // memory_usage_threshold_bytes; when set they win over system_config.
   std::optional<double> memory_usage_threshold;
   std::optional<uint64_t> memory_usage_threshold_bytes;
   std::function<void()> on_shutdown_request;
@@ -32,9 +35,10 @@ struct LocalClusterOptions {
 
 class LocalCluster {
  public:
-  // Validates the resources (InvalidArgument), removes what dead raio processes left
-  // behind (ReclaimDeadProcessFiles), makes a private session directory, starts the
-  // head and the node.
+  // Applies the configuration overrides (ApplyClusterConfig) and validates the resources
+  // (both InvalidArgument), removes what dead raio processes left behind
+  // (ReclaimDeadProcessFiles), makes a private session directory, starts the head (which
+  // holds this process's config values as the cluster's) and the node.
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Create(const LocalClusterOptions& options);
   ~LocalCluster();
   void Stop();
@@ -58,15 +62,15 @@ class LocalCluster {
 // (A killed node's object store memory needs no sweep: it has no file name.)
 Reclaimed ReclaimDeadProcessFiles();
 
-// The node's memory monitor settings: the options, else the environment
-// (RAIO_MEMORY_USAGE_THRESHOLD, RAIO_MEMORY_USAGE_THRESHOLD_BYTES,
-// RAIO_MEMORY_MONITOR_INTERVAL_MS), else config's defaults. InvalidArgument naming the
-// setting when a value is malformed or out of range.
-absl::StatusOr<node::MemoryMonitorOptions> MemoryMonitorSettings(
-    const LocalClusterOptions& options);
-// The object store size: the option, else 30% of RAM.
+// Applies options.system_config, then the memory monitor thresholds given as options, to
+// this process's config (config::ApplyOverrides, on top of the values it has).
+// InvalidArgument naming each unknown entry or bad value; nothing of that map is applied
+// then.
+[[nodiscard]] absl::Status ApplyClusterConfig(const LocalClusterOptions& options);
+// The object store size: the option, else config's object_store_memory_fraction of RAM.
 uint64_t ObjectStoreBytes(const LocalClusterOptions& options);
-// The resources a node offers: detected CPUs and memory unless overridden, GPUs as given.
+// The resources a node offers: detected CPUs and memory (config's memory_resource_fraction
+// of RAM) unless overridden, GPUs as given.
 absl::StatusOr<ResourceSet> NodeResources(const LocalClusterOptions& options);
 
 }  // namespace raio::api

@@ -84,7 +84,13 @@ JobId WorkerJobId() {
 }
 
 [[noreturn]] void RunWorker() {
+  // The node put the cluster's configuration in this process's environment.
+  absl::Status config_status = config::ResetToEnvironment();
   InitLogging(spdlog::level::warn);
+  if (!config_status.ok()) {
+    RAIO_LOG_ERROR("worker cannot read its configuration: {}", config_status.message());
+    _exit(2);
+  }
   const char* node_socket = std::getenv("RAIO_NODE_SOCKET");
   const char* worker_hex = std::getenv("RAIO_WORKER_ID");
   const char* session = std::getenv("RAIO_SESSION_DIR");
@@ -99,9 +105,10 @@ JobId WorkerJobId() {
   for (std::size_t i = 0; i < WorkerId::kSize && 2 * i + 1 < hex.size(); ++i) {
     id.mutable_data()[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
   }
-  auto* loop = new EventLoop("raio-worker", config::kLoopSpin);  // lives until _exit
+  auto* loop = new EventLoop("raio-worker", config::loop_spin_us());  // lives until _exit
   // The node passes its object store's memory on connecting (the store has no file name).
-  auto connected = rpc::ConnectUnixReceivingFd(loop->io(), node_socket, config::kConnectTimeout);
+  auto connected =
+      rpc::ConnectUnixReceivingFd(loop->io(), node_socket, config::connect_timeout_ms());
   if (!connected.ok()) {
     RAIO_LOG_ERROR("worker cannot reach its node: {}", connected.status().message());
     _exit(2);
@@ -131,7 +138,7 @@ JobId WorkerJobId() {
   // The executor's endpoint; the node adds its node id and this worker's.
   reg.mutable_address()->set_ip("127.0.0.1");
   reg.mutable_address()->set_unix_socket(socket_path);
-  auto reply = rpc::CallSync(*node, proto::REGISTER_WORKER, reg, config::kControlRpcTimeout);
+  auto reply = rpc::CallSync(*node, proto::REGISTER_WORKER, reg, config::control_rpc_timeout_ms());
   proto::RegisterWorkerReply r;
   if (!reply.ok() || !r.ParseFromString(*reply)) {
     RAIO_LOG_ERROR("worker registration failed: {}",
@@ -197,8 +204,8 @@ std::string ResolveAutoAddress() {
 }
 
 void JoinCluster(DriverRuntime& rt, const std::string& address, const std::string& ns) {
-  rt.loop = std::make_unique<EventLoop>("raio-driver", config::kLoopSpin);
-  auto head = rpc::ConnectTcp(rt.loop->io(), address, config::kConnectTimeout);
+  rt.loop = std::make_unique<EventLoop>("raio-driver", config::loop_spin_us());
+  auto head = rpc::ConnectTcp(rt.loop->io(), address, config::connect_timeout_ms());
   if (!head.ok()) {
     throw ClusterUnavailableError(
         absl::StrCat("cannot reach a raio cluster at ", address, ": ", head.status().message(),
@@ -211,18 +218,29 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   job.set_driver_pid(getpid());
   job.set_executable(SelfExecutablePath());
   job.set_hostname(Hostname());
-  auto reply = rpc::CallSync(*rt.head, proto::REGISTER_JOB, job, config::kConnectTimeout);
+  auto reply = rpc::CallSync(*rt.head, proto::REGISTER_JOB, job, config::connect_timeout_ms());
   proto::RegisterJobReply jr;
   if (!reply.ok() || !jr.ParseFromString(*reply)) {
     throw ClusterUnavailableError(
         absl::StrCat("the raio cluster at ", address, " did not accept this job: ",
                      reply.ok() ? "malformed reply" : std::string(reply.status().message())));
   }
+  // The cluster's configuration wins over this process's environment, so that the driver
+  // agrees with the nodes and workers. (This driver's own loop was made before: its spin
+  // keeps the local loop_spin_us.)
+  std::map<std::string, std::string> cluster_config(jr.system_config().begin(),
+                                                    jr.system_config().end());
+  if (absl::Status s = config::ApplyOverrides(cluster_config, "the head's configuration");
+      !s.ok()) {
+    throw ClusterUnavailableError(
+        absl::StrCat("this driver cannot take the configuration of the raio cluster at ", address,
+                     " (a head of another raio version?): ", s.message()));
+  }
   // The node passes its object store's memory on connecting (the store has no file name).
   // A driver attaches to a node on its own host (the head chose one there).
   const proto::Address& node_address = jr.node_address();
   auto node = rpc::ConnectUnixReceivingFd(rt.loop->io(), node_address.unix_socket(),
-                                          config::kConnectTimeout);
+                                          config::connect_timeout_ms());
   if (!node.ok()) {
     throw ClusterUnavailableError(absl::StrCat("cannot reach the node daemon, ",
                                                rpc::DescribeAddress(node_address), ": ",
@@ -246,7 +264,7 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   if (getcwd(cwd, sizeof(cwd)) != nullptr) reg.set_working_dir(cwd);
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) reg.set_ld_library_path(ld);
   reg.set_pid(getpid());
-  auto dreply = rpc::CallSync(*rt.node, proto::REGISTER_DRIVER, reg, config::kConnectTimeout);
+  auto dreply = rpc::CallSync(*rt.node, proto::REGISTER_DRIVER, reg, config::connect_timeout_ms());
   proto::RegisterDriverReply dr;
   if (!dreply.ok() || !dr.ParseFromString(*dreply)) {
     throw ClusterUnavailableError(
@@ -301,9 +319,15 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
     }
     RunWorker();
   }
-  InitLogging(spdlog::level::warn);
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_runtime) throw InvalidUsageError("raio::Init called twice; call raio::Shutdown() first");
+  // Each Init starts from the defaults and the environment as it is now (a program may set
+  // RAIO_* variables in main), not from the overrides of an earlier Init.
+  absl::Status config_status = config::ResetToEnvironment();
+  InitLogging(spdlog::level::warn);
+  if (!config_status.ok()) {
+    throw InvalidUsageError(absl::StrCat("raio::Init: ", config_status.message()));
+  }
   std::string address = options.address;
   if (address.empty()) {
     if (const char* env = std::getenv("RAIO_ADDRESS")) address = env;
@@ -320,6 +344,7 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
       lo.object_store_bytes = options.object_store_memory_bytes;
       lo.memory_usage_threshold = options.memory_usage_threshold;
       lo.memory_usage_threshold_bytes = options.memory_usage_threshold_bytes;
+      lo.system_config = options.system_config;
       auto cluster = api::LocalCluster::Create(lo);
       if (!cluster.ok()) {
         if (cluster.status().code() == absl::StatusCode::kInvalidArgument) {
@@ -336,6 +361,11 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
       throw InvalidUsageError(
           "raio::Init: num_cpus/num_gpus/memory/resources/memory_usage_threshold apply to an "
           "embedded cluster only; pass them to `raio start` for a standalone cluster");
+    } else if (!options.system_config.empty()) {
+      throw InvalidUsageError(
+          "raio::Init: system_config applies to an embedded cluster only: a cluster's "
+          "configuration is set where it starts (`raio start --head --system-config JSON`) "
+          "and a driver that joins takes it from the head");
     }
     JoinCluster(*rt, address, options.ns);
   } catch (...) {
@@ -365,6 +395,8 @@ void Shutdown() {
   }
   TearDown(std::move(rt));
 }
+
+std::map<std::string, std::string> SystemConfig() { return config::CurrentValues(); }
 
 bool IsInitialized() {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -3,18 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <algorithm>
-#include <cstdlib>
-
 namespace raio {
-
-std::chrono::microseconds EventLoop::ResolveSpin(std::chrono::microseconds requested) {
-  if (requested.count() == 0) return requested;
-  if (const char* env = std::getenv("RAIO_SPIN_US")) {
-    return std::chrono::microseconds(std::max(0L, std::atol(env)));
-  }
-  return requested;
-}
 
 void EventLoop::Start() {
   guard_.emplace(io_.get_executor());

@@ -5,7 +5,8 @@
 // after each burst of events the thread keeps polling for `spin` before it blocks in
 // epoll. On virtual machines waking an idle CPU costs 40-50 us, far more than the work of
 // a small task, so a short spin turns a ~100 us task round trip into ~10 us at the cost
-// of up to `spin` of CPU after each burst. RAIO_SPIN_US overrides the window (0 = off).
+// of up to `spin` of CPU after each burst. Those loops pass config::loop_spin_us() (0 =
+// off; RAIO_LOOP_SPIN_US or system_config set it).
 // Thread-safety: Post() and Stop() are thread-safe; Start() once.
 #pragma once
 
@@ -23,7 +24,7 @@ class EventLoop {
  public:
   explicit EventLoop(std::string name,
                      std::chrono::microseconds spin = std::chrono::microseconds(0))
-      : name_(std::move(name)), spin_(ResolveSpin(spin)) {}
+      : name_(std::move(name)), spin_(spin) {}
   ~EventLoop() { Stop(); }
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
@@ -32,8 +33,6 @@ class EventLoop {
   void Start();
   // Runs the loop on the calling thread until Stop() (instead of Start()).
   void RunInThisThread();
-  // The busy-poll window after applying RAIO_SPIN_US to `requested`.
-  static std::chrono::microseconds ResolveSpin(std::chrono::microseconds requested);
   // Stops the loop and joins its thread; pending handlers are dropped. Idempotent.
   // Must not be called from the loop's own thread.
   void Stop();

@@ -1,5 +1,6 @@
-// Logging through spdlog. The level comes from RAIO_LOG_LEVEL (trace, debug, info,
-// warn, error; default warn in drivers and workers, info in daemons).
+// Logging through spdlog. The level comes from config's log_level (RAIO_LOG_LEVEL or
+// system_config: trace, debug, info, warn, error, critical, off; auto, the default, is
+// warn in drivers, workers and the CLI, info in daemons).
 // Thread-safety: spdlog's default logger is thread-safe.
 #pragma once
 
@@ -21,7 +22,8 @@ struct fmt::formatter<absl::string_view> : fmt::formatter<fmt::string_view> {
 
 namespace raio {
 
-// Applies RAIO_LOG_LEVEL (or `default_level`) to the default logger. Idempotent.
+// Applies config::log_level() (`default_level` when it is auto) to the default logger.
+// Idempotent.
 void InitLogging(spdlog::level::level_enum default_level);
 
 }  // namespace raio

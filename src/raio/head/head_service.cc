@@ -15,7 +15,7 @@ namespace raio::head {
 
 namespace {
 // A node that does not answer in time is listed without stats rather than failing the
-// whole status (the CLI waits config::kControlRpcTimeout).
+// whole status (the CLI waits config::control_rpc_timeout_ms()).
 constexpr std::chrono::milliseconds kNodeStatsTimeout{2000};
 
 // Compares secrets in time independent of where they differ.
@@ -148,7 +148,10 @@ void HeadService::HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>&
   RAIO_LOG_INFO("node {} joined, {}", req.node_id(), rpc::DescribeAddress(req.address()));
   std::string id = req.node_id();
   nodes_[id] = NodeEntry{std::move(req), conn};
-  r.Ok(proto::Empty());
+  proto::RegisterNodeReply reply;
+  reply.mutable_system_config()->insert(options_.system_config.begin(),
+                                        options_.system_config.end());
+  r.Ok(reply);
 }
 
 void HeadService::HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r,
@@ -174,6 +177,8 @@ void HeadService::HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r
   reply.set_job_id(job_id);
   reply.set_node_id(chosen->info.node_id());
   *reply.mutable_node_address() = chosen->info.address();
+  reply.mutable_system_config()->insert(options_.system_config.begin(),
+                                        options_.system_config.end());
   r.Ok(reply);
 }
 
@@ -203,6 +208,8 @@ void HeadService::HandleGetClusterStatus(const rpc::Responder<proto::GET_CLUSTER
   };
   auto gather = std::make_shared<Gather>();
   for (const auto& [id, job] : jobs_) *gather->status.add_jobs() = job.info;
+  gather->status.mutable_system_config()->insert(options_.system_config.begin(),
+                                                 options_.system_config.end());
   auto finish = [r, gather] { r.Ok(gather->status); };
   gather->remaining = static_cast<int>(nodes_.size());
   if (gather->remaining == 0) return finish();

@@ -1,6 +1,8 @@
 // HeadService: the cluster control store. Keeps the node table (nodes register over TCP
 // and are dropped when their connection closes) and the job table (a driver's job lasts
-// as long as its connection), and answers cluster status by asking every node.
+// as long as its connection), holds the cluster's configuration (handed to every node at
+// registration and to every driver that joins), and answers cluster status by asking
+// every node.
 // It is off the per-task path: tasks go owner -> leased worker.
 // Threading: all state lives on the head's EventLoop; Start/Stop from other threads.
 #pragma once
@@ -28,6 +30,9 @@ class HeadService {
     // `shutdown_token`; without a token every such request is refused.
     std::function<void()> on_shutdown_request;
     std::string shutdown_token;
+    // The cluster's configuration (config::CurrentValues() of the process that starts the
+    // cluster): sent to every node that registers and every driver that joins.
+    std::map<std::string, std::string> system_config;
   };
 
   static absl::StatusOr<std::unique_ptr<HeadService>> Create(Options options);

@@ -125,6 +125,28 @@ TEST_F(HeadServiceTest, ShutdownRequestsNeedTheHeadsToken) {
   EXPECT_EQ(shutdowns.load(), 1);
 }
 
+TEST_F(HeadServiceTest, NodesDriversAndStatusGetTheClustersConfiguration) {
+  head_->Stop();
+  HeadService::Options options;
+  options.system_config = {{"lease_idle_timeout_ms", "50"}, {"prestart_worker", "false"}};
+  auto head = HeadService::Create(options);
+  ASSERT_TRUE(head.ok()) << head.status();
+  head_ = std::move(*head);
+  auto conn = Connect("n1");
+  proto::RegisterNodeRequest node;
+  node.set_node_id("n1");
+  node.mutable_address()->set_unix_socket("/tmp/x.sock");
+  auto registered = rpc::CallSync<proto::REGISTER_NODE>(*conn, node);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  std::map<std::string, std::string> sent(registered->system_config().begin(),
+                                          registered->system_config().end());
+  EXPECT_EQ(sent, options.system_config);
+  auto job = rpc::CallSync<proto::REGISTER_JOB>(*conn, proto::RegisterJobRequest());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->system_config().at("prestart_worker"), "false");
+  EXPECT_EQ(Status(*conn).system_config().at("lease_idle_timeout_ms"), "50");
+}
+
 TEST_F(HeadServiceTest, MalformedAndUnservedRequestsGetClearErrorsAndTheHeadGoesOn) {
   auto conn = Connect("x");
   // Not a RegisterNodeRequest: field 1 (node_id, a proto3 string) is not UTF-8.

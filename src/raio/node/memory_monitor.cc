@@ -48,6 +48,16 @@ std::optional<uint64_t> MeminfoField(absl::string_view text, absl::string_view k
 
 }  // namespace
 
+MemoryMonitorOptions MemoryMonitorOptions::FromConfig() {
+  MemoryMonitorOptions m;
+  m.interval = config::memory_monitor_interval_ms();
+  m.usage_threshold = config::memory_usage_threshold();
+  if (uint64_t bytes = config::memory_usage_threshold_bytes(); bytes > 0) {
+    m.usage_threshold_bytes = bytes;
+  }
+  return m;
+}
+
 absl::Status MemoryMonitorOptions::Validate() const {
   if (!(usage_threshold > 0 && usage_threshold <= 1)) {
     return absl::InvalidArgumentError(

@@ -26,12 +26,15 @@ namespace raio::node {
 // How the node watches its memory. Checked by Validate().
 struct MemoryMonitorOptions {
   // Time between two measurements; zero turns the monitor off.
-  std::chrono::milliseconds interval{config::kDefaultMemoryMonitorInterval};
+  std::chrono::milliseconds interval{config::kDefaults.memory_monitor_interval_ms};
   // Share of the node's memory (0 < x <= 1) above which a worker is ended.
-  double usage_threshold = config::kDefaultMemoryUsageThreshold;
+  double usage_threshold = config::kDefaults.memory_usage_threshold;
   // Absolute threshold in bytes; when set, the effective threshold is the smaller one.
   std::optional<uint64_t> usage_threshold_bytes;
 
+  // The settings in this process's config: memory_monitor_interval_ms,
+  // memory_usage_threshold and memory_usage_threshold_bytes (0: none).
+  static MemoryMonitorOptions FromConfig();
   // InvalidArgument naming the bad value: a fraction outside (0, 1], a zero byte
   // threshold, or a negative interval.
   [[nodiscard]] absl::Status Validate() const;

@@ -44,7 +44,9 @@ NodeManager::NodeManager(Options options)
 NodeManager::~NodeManager() { Stop(); }
 
 absl::Status NodeManager::Start() {
-  if (absl::Status s = options_.memory_monitor.Validate(); !s.ok()) return s;
+  if (options_.memory_monitor) {
+    if (absl::Status s = options_.memory_monitor->Validate(); !s.ok()) return s;
+  }
   // GPU ids index the devices this node may see: with CUDA_VISIBLE_DEVICES set, no more
   // GPUs than it lists ("" lists none), or tasks would see devices it hides.
   if (const char* mask = std::getenv("CUDA_VISIBLE_DEVICES"); mask != nullptr) {
@@ -58,7 +60,7 @@ absl::Status NodeManager::Start() {
   }
   auto store =
       ObjectStoreService::Create(options_.object_store_bytes, options_.session_dir + "/spill",
-                                 config::kObjectStorePrefaultBytes);
+                                 config::object_store_prefault_bytes());
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
   RegisterHandlers();
@@ -68,7 +70,7 @@ absl::Status NodeManager::Start() {
       loop_.io(), socket_path_, [this](ConnPtr c) { OnAccept(std::move(c)); }, store_->shm_fd());
   if (!listener.ok()) return listener.status();
   listener_ = std::move(*listener);
-  auto head = rpc::ConnectTcp(loop_.io(), options_.head_address, config::kConnectTimeout);
+  auto head = rpc::ConnectTcp(loop_.io(), options_.head_address, config::connect_timeout_ms());
   if (!head.ok()) return head.status();
   head_ = std::move(*head);
   loop_.Start();
@@ -85,9 +87,23 @@ absl::Status NodeManager::Start() {
   options_.total.ToProto(reg.mutable_total());
   auto reply = rpc::CallSync<proto::REGISTER_NODE>(*head_, reg);
   if (!reply.ok()) return reply.status();
+  // The cluster's configuration, before this node starts any worker (each gets this
+  // process's values in its environment). A head of the same build sends only names and
+  // values this node knows.
+  std::map<std::string, std::string> cluster_config(reply->system_config().begin(),
+                                                    reply->system_config().end());
+  if (absl::Status s = config::ApplyOverrides(cluster_config, "the head's configuration");
+      !s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this node cannot take the cluster's configuration (a head of another raio "
+                     "version?): ",
+                     s.message()));
+  }
+  memory_monitor_ = options_.memory_monitor.value_or(MemoryMonitorOptions::FromConfig());
+  if (absl::Status s = memory_monitor_.Validate(); !s.ok()) return s;
   loop_.Post([this] {
     ArmReapTimer();
-    if (options_.memory_monitor.interval.count() > 0) ArmMemoryTimer();
+    if (memory_monitor_.interval.count() > 0) ArmMemoryTimer();
   });
   RAIO_LOG_INFO("node {} up at {} with {}", id_.Hex(), socket_path_, options_.total.ToString());
   return absl::OkStatus();
@@ -121,7 +137,7 @@ void NodeManager::Stop() {
 
 void NodeManager::ArmReapTimer() {
   if (!reap_timer_) reap_timer_ = std::make_unique<boost::asio::steady_timer>(loop_.io());
-  reap_timer_->expires_after(config::kWorkerReapInterval);
+  reap_timer_->expires_after(config::worker_reap_interval_ms());
   reap_timer_->async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
     ReapWorkers();
@@ -157,7 +173,7 @@ void NodeManager::ReapWorkers() {
     auto it = how.find(id);
     OnWorkerGone(id, it == how.end() ? "" : it->second);
   }
-  for (auto& [job, why] : pool_.TakeStartFailures(config::MaxWorkerStartFailures())) {
+  for (auto& [job, why] : pool_.TakeStartFailures(config::max_worker_start_failures())) {
     FailWorkerStarts(job, why);
   }
 }
@@ -191,7 +207,7 @@ void NodeManager::AnswerFailureCause(const ConnPtr& conn, const rpc::FrameHeader
   }
   // Its connection closed as it exited, before it could be reaped: look again shortly.
   auto timer = std::make_shared<boost::asio::steady_timer>(loop_.io());
-  timer->expires_after(config::kWorkerExitPollInterval);
+  timer->expires_after(config::worker_exit_poll_interval_ms());
   timer->async_wait(
       [this, timer, conn, h, worker, tries_left](const boost::system::error_code& ec) {
         if (ec || stopped_) return;
@@ -201,7 +217,7 @@ void NodeManager::AnswerFailureCause(const ConnPtr& conn, const rpc::FrameHeader
 
 void NodeManager::ArmMemoryTimer() {
   if (!memory_timer_) memory_timer_ = std::make_unique<boost::asio::steady_timer>(loop_.io());
-  memory_timer_->expires_after(options_.memory_monitor.interval);
+  memory_timer_->expires_after(memory_monitor_.interval);
   memory_timer_->async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
     CheckMemory();
@@ -224,7 +240,7 @@ void NodeManager::CheckMemory() {
     warned_unreadable_ = true;
     return;
   }
-  const uint64_t threshold = ThresholdBytes(options_.memory_monitor, usage->total_bytes);
+  const uint64_t threshold = ThresholdBytes(memory_monitor_, usage->total_bytes);
   if (usage->used_bytes <= threshold) {
     warned_no_victim_ = false;
     return;
@@ -263,7 +279,7 @@ void NodeManager::CheckMemory() {
     return;
   }
   const VictimCandidate& victim = candidates[*pick];
-  std::string message = DescribeKill(id_.Hex(), victim, *usage, threshold, options_.memory_monitor);
+  std::string message = DescribeKill(id_.Hex(), victim, *usage, threshold, memory_monitor_);
   RAIO_LOG_WARN("{}", message);
   proto::WorkerFailureCause cause;
   cause.set_kind(proto::WorkerFailureCause::OUT_OF_MEMORY);
@@ -285,7 +301,8 @@ void NodeManager::CheckMemory() {
 
 void NodeManager::RememberFailureCause(const WorkerId& id, proto::WorkerFailureCause cause) {
   if (failure_causes_.insert_or_assign(id, std::move(cause)).second) failure_order_.push_back(id);
-  while (failure_order_.size() > config::kMaxRememberedWorkerFailures) {
+  while (failure_order_.size() >
+         static_cast<std::size_t>(config::max_remembered_worker_failures())) {
     failure_causes_.erase(failure_order_.front());
     failure_order_.pop_front();
   }
@@ -368,7 +385,7 @@ void NodeManager::RegisterHandlers() {
         const auto& conn = responder.conn();
         const auto& h = responder.header();
         AnswerFailureCause(conn, h, WorkerId::FromBinary(req.worker_id()),
-                           config::kWorkerExitPolls);
+                           config::worker_exit_polls());
       });
   // A worker's task thread blocks in Get (its CPUs are lent out) or resumes.
   auto blocked = [this](bool is_blocked) {
@@ -406,6 +423,7 @@ void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHead
   reply.set_socket_dir(options_.session_dir);
   conn->Reply(h, reply);
   // Prestart one worker so that the first task does not wait for a process start.
+  if (!config::prestart_worker()) return;
   if (absl::Status s = pool_.StartWorker(WorkerKey{req.job_id(), {}}); !s.ok()) {
     RAIO_LOG_WARN("prestart failed: {}", s.message());
   }
@@ -622,7 +640,8 @@ void NodeManager::OnClose(const ConnPtr& conn) {
     if (WorkerProcess* p = pool_.Find(w)) p->lease = LeaseId();
     pool_.Kill(w);
   }
-  if (peer.kind == Peer::Kind::kWorker) OnWorkerDisconnected(peer.worker, config::kWorkerExitPolls);
+  if (peer.kind == Peer::Kind::kWorker)
+    OnWorkerDisconnected(peer.worker, config::worker_exit_polls());
   ScheduleLeases();
 }
 
@@ -637,7 +656,7 @@ void NodeManager::OnWorkerDisconnected(const WorkerId& id, int tries_left) {
     return;
   }
   auto timer = std::make_shared<boost::asio::steady_timer>(loop_.io());
-  timer->expires_after(config::kWorkerExitPollInterval);
+  timer->expires_after(config::worker_exit_poll_interval_ms());
   timer->async_wait([this, timer, id, tries_left](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
     OnWorkerDisconnected(id, tries_left - 1);

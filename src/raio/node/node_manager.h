@@ -8,7 +8,11 @@
 // socket. The owner then pushes tasks
 // straight to the worker and returns the lease when its queue is drained.
 //
-// Memory monitor: every options.memory_monitor.interval the node measures its memory use
+// Configuration: the head's reply to the registration carries the cluster's config table,
+// which the node applies to this process (config::ApplyOverrides) before it starts any
+// worker; every worker gets the values in its environment (WorkerPool).
+//
+// Memory monitor: every memory_monitor.interval the node measures its memory use
 // and, above the threshold, ends the leased worker with the largest resident set (one at
 // a time: the next only after the previous one was reaped), remembering why so that the
 // worker's owner can ask (GET_WORKER_FAILURE_CAUSE). See memory_monitor.h.
@@ -21,6 +25,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -49,8 +54,9 @@ class NodeManager {
     ResourceSet total;
     // Size of the node's shared-memory object store in bytes.
     uint64_t object_store_bytes = 0;
-    // When and how hard to end workers under memory pressure; must be Validate()d.
-    MemoryMonitorOptions memory_monitor;
+    // When and how hard to end workers under memory pressure; must pass Validate().
+    // nullopt: MemoryMonitorOptions::FromConfig() once the cluster's configuration came.
+    std::optional<MemoryMonitorOptions> memory_monitor;
   };
 
   static absl::StatusOr<std::unique_ptr<NodeManager>> Create(Options options);
@@ -120,7 +126,7 @@ class NodeManager {
   // Reaps exited workers: ends their leases and actors, and records how each exited.
   void ReapWorkers();
   // Replies to GET_WORKER_FAILURE_CAUSE; while the worker's exit is not reaped yet, looks
-  // again every kWorkerExitPollInterval, `tries_left` more times.
+  // again every worker_exit_poll_interval_ms, `tries_left` more times.
   void AnswerFailureCause(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                           const WorkerId& worker, int tries_left);
   void ArmMemoryTimer();
@@ -137,6 +143,8 @@ class NodeManager {
   std::shared_ptr<rpc::Connection> head_;
   std::unique_ptr<boost::asio::steady_timer> reap_timer_;
   std::unique_ptr<boost::asio::steady_timer> memory_timer_;
+  // Set in Start(), after registration, before the loop reads it.
+  MemoryMonitorOptions memory_monitor_;
 
   // Loop thread only.
   std::unique_ptr<ObjectStoreService> store_;

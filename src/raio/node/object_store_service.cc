@@ -106,10 +106,10 @@ bool ObjectStoreService::TryCreate(PendingCreate& p, bool final) {
     }
     absl::Status s = loc.status();
     if (s.code() == absl::StatusCode::kResourceExhausted && p.request.wait_ms() > 0) {
-      s = absl::ResourceExhaustedError(
-          absl::StrCat(s.message(), "; waited ", p.request.wait_ms(),
-                       " ms for room (objects pinned by running tasks and views hold it; "
-                       "RAIO_OBJECT_STORE_FULL_WAIT_MS sets the wait)"));
+      s = absl::ResourceExhaustedError(absl::StrCat(
+          s.message(), "; waited ", p.request.wait_ms(),
+          " ms for room (objects pinned by running tasks and views hold it; "
+          "object_store_full_wait_ms, RAIO_OBJECT_STORE_FULL_WAIT_MS, sets the wait)"));
     }
     p.conn->ReplyError(p.header, s);
     return true;

@@ -1,7 +1,8 @@
 // The table of raio's RPC methods, declared once: for each method, its request and reply
 // types, whether it is one-way, whether a retry after a lost reply is safe (idempotent),
-// and the deadline a caller uses unless it says otherwise (nullopt: as long as the
-// connection lives, for methods that wait by design: a lease, a task, an object).
+// and the deadline a caller uses unless it says otherwise (kControl: config's
+// control_rpc_timeout_ms, read at each call; kWaits: as long as the connection lives, for
+// methods that wait by design: a lease, a task, an object).
 // Services dispatch by this table (rpc::Service), clients call through it (rpc::Call),
 // so a method's types cannot disagree between the two sides.
 // Thread-safety: constant data.
@@ -23,24 +24,27 @@
 namespace raio::rpc {
 
 enum class CallKind : uint8_t { kUnary, kOneWay };
+enum class DeadlineKind : uint8_t { kControl, kWaits };
 
 struct MethodInfo {
   proto::Method method = proto::METHOD_UNSPECIFIED;
   std::string_view name;
   CallKind kind = CallKind::kUnary;
   bool idempotent = false;
-  std::optional<std::chrono::milliseconds> deadline;
+  DeadlineKind deadline = DeadlineKind::kControl;
 };
 
-namespace internal {
-inline constexpr std::optional<std::chrono::milliseconds> kControl = config::kControlRpcTimeout;
-inline constexpr std::optional<std::chrono::milliseconds> kWaits = std::nullopt;
-}  // namespace internal
+// The deadline a call of `method` gets by default: control_rpc_timeout_ms for control
+// methods, none for those that wait by design.
+inline std::optional<std::chrono::milliseconds> DefaultDeadline(const MethodInfo& method) {
+  if (method.deadline == DeadlineKind::kWaits) return std::nullopt;
+  return config::control_rpc_timeout_ms();
+}
 
 // X(method, request type, reply type, kind, idempotent, deadline)
 #define RAIO_RPC_METHODS(X)                                                                     \
   /* head */                                                                                    \
-  X(REGISTER_NODE, RegisterNodeRequest, Empty, kUnary, false, kControl)                         \
+  X(REGISTER_NODE, RegisterNodeRequest, RegisterNodeReply, kUnary, false, kControl)             \
   X(REGISTER_JOB, RegisterJobRequest, RegisterJobReply, kUnary, false, kControl)                \
   X(GET_CLUSTER_STATUS, Empty, ClusterStatus, kUnary, true, kControl)                           \
   X(LIST_CLUSTER_OBJECTS, Empty, ObjectList, kUnary, true, kControl)                            \
@@ -94,7 +98,7 @@ struct MethodTraits;
     using Request = proto::request;                                                       \
     using Reply = proto::reply;                                                           \
     static constexpr MethodInfo kInfo{proto::method, #method, CallKind::kind, idempotent, \
-                                      internal::deadline};                                \
+                                      DeadlineKind::deadline};                            \
   };
 RAIO_RPC_METHODS(RAIO_RPC_DECLARE_TRAITS)
 #undef RAIO_RPC_DECLARE_TRAITS

@@ -154,8 +154,9 @@ Connection::ReplyCallback TypedReply(F on_reply) {
 // Sends a request of method M; `on_reply(absl::StatusOr<Reply>)` runs on the connection's
 // loop thread (see TypedReply).
 template <proto::Method M, typename F>
-void Call(Connection& conn, const typename MethodTraits<M>::Request& request, F on_reply,
-          std::optional<std::chrono::milliseconds> deadline = MethodTraits<M>::kInfo.deadline) {
+void Call(
+    Connection& conn, const typename MethodTraits<M>::Request& request, F on_reply,
+    std::optional<std::chrono::milliseconds> deadline = DefaultDeadline(MethodTraits<M>::kInfo)) {
   conn.Call(M, request, TypedReply<M>(std::move(on_reply)), deadline);
 }
 
@@ -163,7 +164,7 @@ void Call(Connection& conn, const typename MethodTraits<M>::Request& request, F 
 template <proto::Method M>
 absl::StatusOr<typename MethodTraits<M>::Reply> CallSync(
     Connection& conn, const typename MethodTraits<M>::Request& request,
-    std::optional<std::chrono::milliseconds> deadline = MethodTraits<M>::kInfo.deadline) {
+    std::optional<std::chrono::milliseconds> deadline = DefaultDeadline(MethodTraits<M>::kInfo)) {
   auto body = CallSync(conn, M, request, deadline);
   if (!body.ok()) return body.status();
   typename MethodTraits<M>::Reply reply;

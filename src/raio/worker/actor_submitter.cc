@@ -294,7 +294,7 @@ void ActorSubmitter::OnResolved(const ActorId& id, const std::shared_ptr<Call>& 
   }
   const std::string& method = call->request.method_name();
   if (!resolved.error && has_list) {
-    if (std::size_t bytes = call->request.ByteSizeLong(); bytes > config::MaxRequestBytes()) {
+    if (std::size_t bytes = call->request.ByteSizeLong(); bytes > config::max_request_bytes()) {
       resolved.error = InlineArgumentsTooLarge("actor call " + method, method, bytes);
     }
   }

@@ -25,7 +25,7 @@ namespace {
 std::shared_ptr<rpc::ConnectionFactory> FactoryFor(const CoreWorker::Options& options) {
   if (options.connection_factory) return options.connection_factory;
   return rpc::MakeSocketConnectionFactory(absl::HexStringToBytes(options.node_id_hex),
-                                          config::kConnectTimeout);
+                                          config::connect_timeout_ms());
 }
 }  // namespace
 
@@ -126,7 +126,7 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   for (std::size_t i = 0; i < args.size(); ++i) {
     internal::TaskArg& arg = args[i];
     if (arg.kind == internal::TaskArg::Kind::kValue &&
-        arg.value.bytes.size() >= config::kMaxInlineObjectBytes) {
+        arg.value.bytes.size() >= config::max_inline_object_bytes()) {
       ObjectId id;
       try {
         id = Put(arg.value.format, arg.value.dtype, arg.value.bytes.data(), arg.value.bytes.size());
@@ -190,7 +190,7 @@ ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, co
     if (shut_down_) throw InvalidUsageError("raio is shut down");
     id = MakeObjectId(MakeTaskId(options_.worker_id, next_task_seq_++), 0x80000000u);
   }
-  if (size >= config::kMaxInlineObjectBytes) {
+  if (size >= config::max_inline_object_bytes()) {
     absl::Status s = store_->Put(id, options_.worker_id, format, dtype, data, size);
     if (s.code() == absl::StatusCode::kResourceExhausted) {
       throw ObjectStoreFullError(std::string(s.message()));
@@ -245,9 +245,9 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
                                     std::optional<std::chrono::microseconds> timeout) {
   if (id.IsNil()) throw ObjectLostError("Get on a nil ObjectRef");
   absl::Time deadline = timeout ? absl::Now() + absl::FromChrono(*timeout) : absl::InfiniteFuture();
-  auto spin_until =
-      std::chrono::steady_clock::now() +
-      std::min<std::chrono::microseconds>(config::kGetSpin, timeout.value_or(config::kGetSpin));
+  auto spin_until = std::chrono::steady_clock::now() +
+                    std::min<std::chrono::microseconds>(config::get_spin_us(),
+                                                        timeout.value_or(config::get_spin_us()));
   bool blocked = false;
   std::string owner_address;  // set when reading a borrowed object
   {
@@ -314,9 +314,9 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
 std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_objects,
                                    std::optional<std::chrono::microseconds> timeout) {
   absl::Time deadline = timeout ? absl::Now() + absl::FromChrono(*timeout) : absl::InfiniteFuture();
-  auto spin_until =
-      std::chrono::steady_clock::now() +
-      std::min<std::chrono::microseconds>(config::kGetSpin, timeout.value_or(config::kGetSpin));
+  auto spin_until = std::chrono::steady_clock::now() +
+                    std::min<std::chrono::microseconds>(config::get_spin_us(),
+                                                        timeout.value_or(config::get_spin_us()));
   std::vector<bool> ready(ids.size(), false);
   bool blocked = false;
   OutboxLock lock(&mu_, &outbox_);
@@ -360,8 +360,8 @@ std::size_t CoreWorker::NumOwnedObjects() {
 }
 
 proto::NodeStats CoreWorker::GetNodeStats() {
-  auto reply =
-      rpc::CallSync(*node_, proto::GET_NODE_STATS, proto::Empty(), config::kControlRpcTimeout);
+  auto reply = rpc::CallSync(*node_, proto::GET_NODE_STATS, proto::Empty(),
+                             config::control_rpc_timeout_ms());
   proto::NodeStats stats;
   if (!reply.ok() || !stats.ParseFromString(*reply)) {
     throw ClusterUnavailableError("the node daemon did not return its stats");

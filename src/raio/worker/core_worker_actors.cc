@@ -70,9 +70,9 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
     throw InvalidUsageError(
         absl::StrCat("invalid actor resources: ", resources.status().message()));
   }
-  if (options.max_concurrency < 1 || options.max_concurrency > config::kMaxActorConcurrency) {
+  if (options.max_concurrency < 1 || options.max_concurrency > config::max_actor_concurrency()) {
     throw InvalidUsageError(
-        absl::StrCat("SetMaxConcurrency: must be between 1 and ", config::kMaxActorConcurrency));
+        absl::StrCat("SetMaxConcurrency: must be between 1 and ", config::max_actor_concurrency()));
   }
   if (options.max_restarts < -1) throw InvalidUsageError("SetMaxRestarts: must be >= -1");
   if (options.max_task_retries < -1) throw InvalidUsageError("SetMaxTaskRetries: must be >= -1");
@@ -92,16 +92,16 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
   spec->set_max_concurrency(options.max_concurrency);
   spec->set_detached(options.detached);
   spec->set_owner_worker_id(options_.worker_id.Binary());
-  if (std::size_t bytes = req.ByteSizeLong(); bytes > config::MaxRequestBytes()) {
+  if (std::size_t bytes = req.ByteSizeLong(); bytes > config::max_request_bytes()) {
     // Factory arguments travel inline (restarts reuse them), in one frame.
     OutboxLock lock(&mu_, &outbox_);
     for (const auto& h : held) objects_.RemoveTaskArgRef(h);
     throw InvalidUsageError(absl::StrCat(
         "raio::Actor(", factory_name, "): the factory's arguments take ", bytes,
-        " bytes, above the limit of ", config::MaxRequestBytes(),
+        " bytes, above the limit of ", config::max_request_bytes(),
         " bytes for one request; pass large data as an ObjectRef<T> parameter instead"));
   }
-  auto reply = rpc::CallSync(*node_, proto::CREATE_ACTOR, req, config::kControlRpcTimeout);
+  auto reply = rpc::CallSync(*node_, proto::CREATE_ACTOR, req, config::control_rpc_timeout_ms());
   {
     OutboxLock lock(&mu_, &outbox_);
     for (const auto& h : held) objects_.RemoveTaskArgRef(h);
@@ -143,12 +143,12 @@ ObjectId CoreWorker::SubmitActorTask(const ActorId& actor, const std::string& me
     contained.insert(contained.end(), arg.contained.begin(), arg.contained.end());
   }
   std::vector<RefArg> ref_args = SplitArgs(args, spec->mutable_args());
-  if (std::size_t bytes = req.ByteSizeLong(); bytes > config::MaxRequestBytes()) {
+  if (std::size_t bytes = req.ByteSizeLong(); bytes > config::max_request_bytes()) {
     // By-value arguments of actor calls travel inline, in one frame (objects of ObjectRef
     // arguments are checked when they resolve).
     throw InvalidUsageError(absl::StrCat(
         "actor call ", method_name, ": its arguments take ", bytes, " bytes, above the limit of ",
-        config::MaxRequestBytes(),
+        config::max_request_bytes(),
         " bytes for one request; raio::Put large values and pass the ObjectRef instead"));
   }
   OutboxLock lock(&mu_, &outbox_);
@@ -173,7 +173,7 @@ void CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
   proto::KillActorRequest req;
   req.set_actor_id(actor.Binary());
   req.set_no_restart(no_restart);
-  auto reply = rpc::CallSync(*node_, proto::KILL_ACTOR, req, config::kControlRpcTimeout);
+  auto reply = rpc::CallSync(*node_, proto::KILL_ACTOR, req, config::control_rpc_timeout_ms());
   if (!reply.ok()) {
     throw ClusterUnavailableError(
         absl::StrCat("cannot kill the actor: ", reply.status().message()));
@@ -190,7 +190,7 @@ std::optional<ActorId> CoreWorker::GetNamedActor(const std::string& name, const 
   proto::GetNamedActorRequest req;
   req.set_name(name);
   req.set_namespace_(ns.empty() ? options_.default_namespace : ns);
-  auto reply = rpc::CallSync(*node_, proto::GET_NAMED_ACTOR, req, config::kControlRpcTimeout);
+  auto reply = rpc::CallSync(*node_, proto::GET_NAMED_ACTOR, req, config::control_rpc_timeout_ms());
   if (!reply.ok()) {
     if (reply.status().code() == absl::StatusCode::kNotFound) return std::nullopt;
     throw ClusterUnavailableError(

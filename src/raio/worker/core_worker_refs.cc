@@ -275,7 +275,7 @@ void CoreWorker::DeserializeRef(const ObjectId& id, const internal::OwnerInfo& o
     req.set_borrower_worker_id(options_.worker_id.Binary());
     req.set_count(1);
     req.set_self_registration(true);
-    s = rpc::CallSync(**conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
+    s = rpc::CallSync(**conn, proto::ADD_BORROWER, req, config::control_rpc_timeout_ms()).status();
   }
   if (!s.ok()) {
     OutboxLock lock(&mu_, &outbox_);
@@ -323,7 +323,7 @@ absl::StatusOr<internal::OwnerInfo> CoreWorker::RegisterBorrowerFor(const Object
   req.set_attempt(attempt);
   *req.mutable_borrower_address() = borrower_address;
   absl::Status s =
-      rpc::CallSync(**conn, proto::ADD_BORROWER, req, config::kControlRpcTimeout).status();
+      rpc::CallSync(**conn, proto::ADD_BORROWER, req, config::control_rpc_timeout_ms()).status();
   if (!s.ok()) return s;
   return info;
 }

@@ -50,7 +50,7 @@ class Outbox {
   void Call(
       std::shared_ptr<rpc::Connection> conn,
       std::shared_ptr<const typename rpc::MethodTraits<M>::Request> request, F on_reply,
-      std::optional<std::chrono::milliseconds> deadline = rpc::MethodTraits<M>::kInfo.deadline) {
+      std::optional<std::chrono::milliseconds> deadline = rpc::DefaultDeadline(rpc::MethodTraits<M>::kInfo)) {
     Call(std::move(conn), M, std::move(request), rpc::TypedReply<M>(std::move(on_reply)), deadline);
   }
   // Queues a one-way frame.

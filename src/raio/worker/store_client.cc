@@ -92,10 +92,10 @@ absl::Status StoreClient::Put(const ObjectId& id, const WorkerId& owner,
   create.set_size_bytes(kHeaderBytes + size);
   create.set_owner_worker_id(owner.Binary());
   const std::chrono::milliseconds wait =
-      std::max(config::ObjectStoreFullWait(), std::chrono::milliseconds(0));
+      std::max(config::object_store_full_wait_ms(), std::chrono::milliseconds(0));
   create.set_wait_ms(static_cast<uint64_t>(wait.count()));
   auto reply =
-      rpc::CallSync(*node_, proto::CREATE_OBJECT, create, wait + config::kControlRpcTimeout);
+      rpc::CallSync(*node_, proto::CREATE_OBJECT, create, wait + config::control_rpc_timeout_ms());
   if (!reply.ok()) return reply.status();
   proto::ObjectLocationReply loc;
   if (!loc.ParseFromString(*reply) || loc.offset() + kHeaderBytes + size > mapping_->size) {
@@ -108,14 +108,14 @@ absl::Status StoreClient::Put(const ObjectId& id, const WorkerId& owner,
   if (size > 0) std::memcpy(dst + kHeaderBytes, data, size);
   proto::ObjectIdRequest seal;
   seal.set_object_id(id.Binary());
-  auto sealed = rpc::CallSync(*node_, proto::SEAL_OBJECT, seal, config::kControlRpcTimeout);
+  auto sealed = rpc::CallSync(*node_, proto::SEAL_OBJECT, seal, config::control_rpc_timeout_ms());
   return sealed.ok() ? absl::OkStatus() : sealed.status();
 }
 
 absl::StatusOr<internal::ValueView> StoreClient::Get(const ObjectId& id) {
   proto::ObjectIdRequest pin;
   pin.set_object_id(id.Binary());
-  auto reply = rpc::CallSync(*node_, proto::PIN_OBJECT, pin, config::kControlRpcTimeout);
+  auto reply = rpc::CallSync(*node_, proto::PIN_OBJECT, pin, config::control_rpc_timeout_ms());
   if (!reply.ok()) return reply.status();
   proto::ObjectLocationReply loc;
   if (!loc.ParseFromString(*reply)) return absl::InternalError("malformed object location");

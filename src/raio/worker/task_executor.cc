@@ -20,7 +20,7 @@
 
 namespace raio::worker {
 
-TaskExecutor::TaskExecutor() : loop_("raio-exec", config::kLoopSpin) { RegisterHandlers(); }
+TaskExecutor::TaskExecutor() : loop_("raio-exec", config::loop_spin_us()) { RegisterHandlers(); }
 
 TaskExecutor::~TaskExecutor() {
   Stop();
@@ -249,7 +249,7 @@ absl::Status TaskExecutor::StoreResult(const proto::TaskSpec& spec, internal::En
       proto::ReturnObject* ret = reply->add_returns();
       ret->set_format(static_cast<uint32_t>(part.format));
       ret->set_dtype(static_cast<uint32_t>(part.dtype));
-      if (part.bytes.size() < config::kMaxInlineObjectBytes || store_ == nullptr) {
+      if (part.bytes.size() < config::max_inline_object_bytes() || store_ == nullptr) {
         ret->set_value(std::string(part.bytes));
         continue;
       }
@@ -270,7 +270,7 @@ absl::Status TaskExecutor::StoreResult(const proto::TaskSpec& spec, internal::En
     }
     return absl::OkStatus();
   }
-  if (result.bytes.size() < config::kMaxInlineObjectBytes || store_ == nullptr) {
+  if (result.bytes.size() < config::max_inline_object_bytes() || store_ == nullptr) {
     reply->set_format(static_cast<uint32_t>(result.format));
     reply->set_dtype(static_cast<uint32_t>(result.dtype));
     *reply->mutable_return_value() = std::move(result.bytes);
@@ -401,7 +401,7 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
   // An actor call's reply always goes before the next call runs: a later call that ends
   // the process must not take finished calls' results with it (they would fail, or run
   // again after a restart: actor calls are at-most-once once they have completed).
-  conn->Reply(h, reply, /*flush_now=*/flush_reply || us > config::kReplyCoalesceLimit);
+  conn->Reply(h, reply, /*flush_now=*/flush_reply || us > config::reply_coalesce_limit_us());
 }
 
 }  // namespace raio::worker

@@ -33,7 +33,7 @@ std::shared_ptr<const proto::ErrorInfo> InlineArgumentsTooLarge(const std::strin
                    absl::StrCat("the arguments of ", what, " take ", bytes,
                                 " bytes inline (objects under 100 KiB are copied into the "
                                 "request), above the limit of ",
-                                config::MaxRequestBytes(),
+                                config::max_request_bytes(),
                                 " bytes for one request; pass fewer or larger objects"),
                    fn);
 }
@@ -109,7 +109,7 @@ void TaskSubmitter::OnResolved(const TaskId& id, ResolvedArgs resolved) {
   // Only lists of refs can add up to that (each object is under 100 KiB), so other tasks
   // skip the size computation.
   if (std::size_t bytes = has_list ? t->request.ByteSizeLong() : 0;
-      bytes > config::MaxRequestBytes()) {
+      bytes > config::max_request_bytes()) {
     const std::string& fn = t->request.spec().function_name();
     Fail(t, InlineArgumentsTooLarge(fn, fn, bytes));
     return;
@@ -129,16 +129,17 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
   // so a task never waits behind another while a CPU that could run it is free.
   int depth = 1;
   if (cls->saturated && cls->mean_exec_us >= 0) {
-    double d =
-        static_cast<double>(config::kPipelineTarget.count()) / std::max(cls->mean_exec_us, 1.0);
-    depth = static_cast<int>(std::clamp(d, 1.0, static_cast<double>(config::kMaxPipelineDepth)));
+    double d = static_cast<double>(config::pipeline_target_us().count()) /
+               std::max(cls->mean_exec_us, 1.0);
+    depth = static_cast<int>(std::clamp(d, 1.0, static_cast<double>(config::max_pipeline_depth())));
   }
   // Fill the least-loaded leases first so that work spreads over workers. An idle worker
   // always takes a task; a busy one only takes tasks beyond those that the lease requests
-  // this class keeps open (up to kMaxPendingLeaseRequestsPerClass) will serve: a task
+  // this class keeps open (up to max_pending_lease_requests_per_class) will serve: a task
   // queued behind a running one could wait for it, and when tasks wait for each other,
   // that is a deadlock.
-  const auto max_requests = static_cast<std::size_t>(config::kMaxPendingLeaseRequestsPerClass);
+  const auto max_requests =
+      static_cast<std::size_t>(config::max_pending_lease_requests_per_class());
   while (!cls->queue.empty()) {
     std::shared_ptr<LeaseState> best;
     for (auto& [id, lease] : cls->leases) {
@@ -153,7 +154,7 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
   }
   if (!cls->queue.empty()) {
     std::size_t wanted =
-        std::min<std::size_t>(cls->queue.size(), config::kMaxPendingLeaseRequestsPerClass);
+        std::min<std::size_t>(cls->queue.size(), config::max_pending_lease_requests_per_class());
     std::size_t open = cls->pending_requests.size() - cls->cancelling.size();
     for (std::size_t i = open; i < wanted; ++i) RequestLease(cls);
   } else {
@@ -238,7 +239,7 @@ void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseSta
           [this, lease](absl::StatusOr<proto::WorkerFailureCause> r) {
             OnFailureCause(lease, std::move(r));
           },
-          config::kWorkerFailureCauseTimeout);
+          config::worker_failure_cause_timeout_ms());
     }
     Dispatch(cls);  // the class's queued tasks go on meanwhile (the dead lease is gone)
     return;
@@ -514,7 +515,7 @@ void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<Lea
   lease->timer_armed = true;
   if (!lease->idle_timer)
     lease->idle_timer = std::make_unique<boost::asio::steady_timer>(loop_.io());
-  lease->idle_timer->expires_after(config::kLeaseIdleTimeout);
+  lease->idle_timer->expires_after(config::lease_idle_timeout_ms());
   lease->idle_timer->async_wait([this, cls, lease](const boost::system::error_code& ec) {
     if (ec) return;
     OutboxLock lock(&mu_, &outbox_);
@@ -522,7 +523,7 @@ void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<Lea
     lease->timer_armed = false;
     if (lease->dead || lease->in_flight > 0 || !cls->queue.empty()) return;
     auto idle_for = std::chrono::steady_clock::now() - lease->idle_since;
-    if (idle_for < config::kLeaseIdleTimeout) {
+    if (idle_for < config::lease_idle_timeout_ms()) {
       ArmIdleTimer(cls, lease);  // used again meanwhile; wait a full period from then
       lease->idle_since = std::chrono::steady_clock::now() - idle_for;
       return;
@@ -533,7 +534,7 @@ void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<Lea
 
 void TaskSubmitter::ReturnIdleLeases(SchedulingClass* wanting) {
   // The node is full: the workers that this owner keeps idle for other classes (waiting
-  // for kLeaseIdleTimeout in case more of their tasks come) hold resources that `wanting`
+  // for lease_idle_timeout_ms in case more of their tasks come) hold resources that `wanting`
   // could use now. Give them back at once.
   for (auto& [key, cls] : classes_) {
     if (cls.get() == wanting || !cls->queue.empty()) continue;

@@ -2,7 +2,7 @@
 // ObjectRef arguments, queues ready tasks per scheduling class (resource shape), leases
 // workers for each class from the node daemon, pushes tasks straight to leased workers
 // with a pipeline sized to the measured task time, retries tasks whose worker died,
-// and returns idle leases after config::kLeaseIdleTimeout.
+// and returns idle leases after config::lease_idle_timeout_ms().
 // When a worker's connection breaks, the submitter first asks the node why
 // (GET_WORKER_FAILURE_CAUSE, without holding the mutex while it waits): a worker ended
 // by the node's memory monitor fails its tasks with OUT_OF_MEMORY once their retries
@@ -198,7 +198,7 @@ class TaskSubmitter {
 };
 
 // INVALID_USAGE for a call whose arguments, with the small objects of its ObjectRef
-// arguments copied in, take `bytes` (above config::MaxRequestBytes()); `what` names the
+// arguments copied in, take `bytes` (above config::max_request_bytes()); `what` names the
 // call ("F", "actor call M"), `fn` is the function's registered name.
 std::shared_ptr<const proto::ErrorInfo> InlineArgumentsTooLarge(const std::string& what,
                                                                 const std::string& fn,

@@ -45,7 +45,7 @@ absl::Status WorkerPool::StartWorker(const WorkerKey& key) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view kv(*e);
-    if (kv.starts_with("RAIO_") && !kv.starts_with("RAIO_LOG_LEVEL=")) continue;
+    if (kv.starts_with("RAIO_")) continue;  // wiring below; config as the node has it
     if (kv.starts_with("LD_LIBRARY_PATH=") && !cfg.ld_library_path.empty()) continue;
     if (kv.starts_with("CUDA_VISIBLE_DEVICES=") && set_devices) continue;
     env.emplace_back(kv);
@@ -58,6 +58,8 @@ absl::Status WorkerPool::StartWorker(const WorkerKey& key) {
   env.push_back("RAIO_SESSION_DIR=" + session_dir_);
   if (!cfg.ns.empty()) env.push_back("RAIO_NAMESPACE=" + cfg.ns);
   if (!cfg.ld_library_path.empty()) env.push_back("LD_LIBRARY_PATH=" + cfg.ld_library_path);
+  // The cluster's configuration, as this node applied it (defaults need no variable).
+  for (std::string& var : config::EnvironmentForWorkers()) env.push_back(std::move(var));
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -248,10 +250,11 @@ std::vector<WorkerId> WorkerPool::Reap() {
       w.pid = -1;
       gone.push_back(id);
     } else if (w.state == WorkerProcess::State::kStarting &&
-               now - w.started > config::kWorkerStartTimeout) {
+               now - w.started > config::worker_start_timeout_ms()) {
       RAIO_LOG_WARN("worker {} did not register in time; killing it", id.Hex());
-      NoteStartFailure(w, absl::StrCat("pid ", w.pid, " did not register within ",
-                                       config::kWorkerStartTimeout.count(), " ms and was killed"));
+      NoteStartFailure(
+          w, absl::StrCat("pid ", w.pid, " did not register within ",
+                          config::worker_start_timeout_ms().count(), " ms and was killed"));
       gone.push_back(id);
     }
   }

@@ -79,8 +79,9 @@ class WorkerPool {
   void AddJob(JobId job, JobConfig config);
   bool HasJob(JobId job) const { return jobs_.count(job) > 0; }
   // Starts one worker process for `key.job` that sees exactly the GPUs `key.gpus`
-  // (CUDA_VISIBLE_DEVICES, mapped through Options::node_mask). Error if the job is unknown
-  // or spawn fails.
+  // (CUDA_VISIBLE_DEVICES, mapped through Options::node_mask). Its environment is the
+  // node's without RAIO_* variables, plus the wiring variables and this process's config
+  // values (config::EnvironmentForWorkers). Error if the job is unknown or spawn fails.
   absl::Status StartWorker(const WorkerKey& key);
   // Marks a started worker registered. Error if no such starting worker.
   absl::StatusOr<WorkerProcess*> OnRegistered(const WorkerId& id, pid_t pid,
