@@ -25,6 +25,7 @@
 #include "raio/actor.h"
 #include "raio/buffer.h"
 #include "raio/errors.h"
+#include "raio/export.h"
 #include "raio/object_ref.h"
 #include "raio/remote.h"
 #include "raio/serialization.h"
@@ -70,19 +71,19 @@ struct InitOptions {
 // NaN or infinite resource amount, fractional num_gpus, a store under 1 MiB; the
 // message names the value); ClusterUnavailableError if the address cannot be reached
 // within a few seconds, or is "auto" and no cluster recorded on this machine is running.
-void Init(const InitOptions& options, int argc = 0, char** argv = nullptr);
-void Init(int argc, char** argv);
-void Init();
+RAIO_EXPORT void Init(const InitOptions& options, int argc = 0, char** argv = nullptr);
+RAIO_EXPORT void Init(int argc, char** argv);
+RAIO_EXPORT void Init();
 
 // Stops raio in this process: ends the job's workers, stops an embedded cluster and
 // releases every object. ObjectRefs still alive become unusable: Get, like every other
 // call until the next Init, throws InvalidUsageError saying raio is shut down.
 // Idempotent. Blocks until done. Throws InvalidUsageError inside a remote function or
 // actor method (a worker is ended by its node).
-void Shutdown();
+RAIO_EXPORT void Shutdown();
 
 // Whether Init has run and Shutdown has not.
-bool IsInitialized();
+RAIO_EXPORT bool IsInitialized();
 
 // Stores `value` as an object owned by this process and returns a reference to it.
 // Values of 100 KiB or more go to the node's shared-memory store, written once (an
