@@ -48,6 +48,7 @@
 #include "raio/head.pb.h"
 #include "raio/internal/object_id.h"
 #include "raio/node.pb.h"
+#include "raio/node/memory_monitor.h"
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "raio/errors.h"
+#include "raio/export.h"
 #include "raio/internal/object_id.h"
 #include "raio/internal/runtime.h"
 #include "raio/object_ref.h"
@@ -53,19 +54,19 @@ struct ActorOptions {
 };
 
 // Runtime ABI for actors (see raio/internal/runtime.h for the conventions).
-ActorId CreateActor(const std::string& factory_name, const std::string& class_name,
-                    std::vector<TaskArg> args, const ActorOptions& options);
+RAIO_EXPORT ActorId CreateActor(const std::string& factory_name, const std::string& class_name,
+                                std::vector<TaskArg> args, const ActorOptions& options);
 // Returns the id of the call's first return object; each of its `num_returns` return
 // objects (NthReturnId) holds one adopted local reference.
-ObjectId SubmitActorTask(const ActorId& actor, const std::string& method_name,
-                         std::vector<TaskArg> args, int num_returns = 1);
-void KillActor(const ActorId& actor, bool no_restart);
+RAIO_EXPORT ObjectId SubmitActorTask(const ActorId& actor, const std::string& method_name,
+                                     std::vector<TaskArg> args, int num_returns = 1);
+RAIO_EXPORT void KillActor(const ActorId& actor, bool no_restart);
 // nullopt when no live actor has that name; InvalidUsageError when it is of another class.
-std::optional<ActorId> GetNamedActor(const std::string& name, const std::string& ns,
-                                     const std::string& class_name);
+RAIO_EXPORT std::optional<ActorId> GetNamedActor(const std::string& name, const std::string& ns,
+                                                 const std::string& class_name);
 // The registered name of a factory (by its address) or of a method; InvalidUsageError if
 // not registered.
-const std::string& ResolveFactoryName(const void* key);
+RAIO_EXPORT const std::string& ResolveFactoryName(const void* key);
 
 template <typename M>
 const std::string& ResolveMethodName(M method) {

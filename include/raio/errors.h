@@ -5,17 +5,19 @@
 #include <stdexcept>
 #include <string>
 
+#include "raio/export.h"
+
 namespace raio {
 
 // Base class of every raio error.
-class RaioException : public std::runtime_error {
+class RAIO_EXPORT RaioException : public std::runtime_error {
  public:
   explicit RaioException(const std::string& message) : std::runtime_error(message) {}
 };
 
 // The remote function threw. what() reads
 // "<function> raised <exception_type> on node <node>: <message>".
-class TaskError : public RaioException {
+class RAIO_EXPORT TaskError : public RaioException {
  public:
   TaskError(std::string exception_type, std::string message, std::string function_name,
             std::string node_id)
@@ -40,7 +42,7 @@ class TaskError : public RaioException {
 
 // The worker process running the task died (crash, kill, exit) and the task's retries
 // (SetMaxRetries, default 3) ran out.
-class WorkerCrashedError : public RaioException {
+class RAIO_EXPORT WorkerCrashedError : public RaioException {
   using RaioException::RaioException;
 };
 
@@ -55,35 +57,35 @@ class WorkerCrashedError : public RaioException {
 // were made", every size both in binary units (GiB/MiB) and in bytes.
 // Derives from WorkerCrashedError, so code that catches worker deaths catches it too.
 // Thrown by Get() (and by Get() of tasks that took the result as an argument).
-class OutOfMemoryError : public WorkerCrashedError {
+class RAIO_EXPORT OutOfMemoryError : public WorkerCrashedError {
   using WorkerCrashedError::WorkerCrashedError;
 };
 
 // Get() with a timeout found the object not ready in time. The task keeps running and
 // a later Get() can still return its value.
-class GetTimeoutError : public RaioException {
+class RAIO_EXPORT GetTimeoutError : public RaioException {
   using RaioException::RaioException;
 };
 
 // No node of the cluster can ever meet the task's resource demand. The message names
 // the demand and the resources of every node.
-class UnschedulableError : public RaioException {
+class RAIO_EXPORT UnschedulableError : public RaioException {
   using RaioException::RaioException;
 };
 
 // The worker that received the task has no remote function under that name
 // (not registered with RAIO_REMOTE in the worker's executable).
-class RemoteFunctionNotFoundError : public RaioException {
+class RAIO_EXPORT RemoteFunctionNotFoundError : public RaioException {
   using RaioException::RaioException;
 };
 
 // The task was cancelled with raio::Cancel before it produced a result.
-class TaskCancelledError : public RaioException {
+class RAIO_EXPORT TaskCancelledError : public RaioException {
   using RaioException::RaioException;
 };
 
 // An argument or a result could not be converted to or from the requested C++ type.
-class SerializationError : public RaioException {
+class RAIO_EXPORT SerializationError : public RaioException {
   using RaioException::RaioException;
 };
 
@@ -91,25 +93,25 @@ class SerializationError : public RaioException {
 // evicting and spilling, or the object is larger than one object may be (the store's
 // capacity less a 64-byte header). The message gives the object's size and the store's
 // capacity, and what the object is (a Put, argument i of a function, a function's result).
-class ObjectStoreFullError : public RaioException {
+class RAIO_EXPORT ObjectStoreFullError : public RaioException {
   using RaioException::RaioException;
 };
 
 // The actor is dead: killed, its process died with no restarts left (or during a call
 // that may not be retried), or its factory threw. The message names the cause.
-class ActorDiedError : public RaioException {
+class RAIO_EXPORT ActorDiedError : public RaioException {
   using RaioException::RaioException;
 };
 
 // The object's value is gone: freed, never owned by this process, or its node/cluster died.
-class ObjectLostError : public RaioException {
+class RAIO_EXPORT ObjectLostError : public RaioException {
   using RaioException::RaioException;
 };
 
 // The object's owner (the process that created it: the driver or worker that submitted
 // the task or called Put) died, so the object is gone (objects fate-share with their
 // owner, as in Ray). The message names the owner.
-class OwnerDiedError : public ObjectLostError {
+class RAIO_EXPORT OwnerDiedError : public ObjectLostError {
   using ObjectLostError::ObjectLostError;
 };
 
@@ -117,12 +119,12 @@ class OwnerDiedError : public ObjectLostError {
 // or with an invalid argument (negative, NaN or infinite resources, an unregistered
 // function, GetActor<T> of an actor that is not a T, actor arguments above the request
 // limit). The message names the offending value, name or limit.
-class InvalidUsageError : public RaioException {
+class RAIO_EXPORT InvalidUsageError : public RaioException {
   using RaioException::RaioException;
 };
 
 // The cluster could not be reached or went away (Init's address refused, node daemon died).
-class ClusterUnavailableError : public RaioException {
+class RAIO_EXPORT ClusterUnavailableError : public RaioException {
   using RaioException::RaioException;
 };
 

@@ -25,6 +25,7 @@
 #include "raio/actor.h"
 #include "raio/buffer.h"
 #include "raio/errors.h"
+#include "raio/export.h"
 #include "raio/object_ref.h"
 #include "raio/remote.h"
 #include "raio/serialization.h"
@@ -80,26 +81,26 @@ struct InitOptions {
 // system_config entry or RAIO_<NAME> variable, system_config with an address; the
 // message names the value); ClusterUnavailableError if the address cannot be reached
 // within a few seconds, or is "auto" and no cluster recorded on this machine is running.
-void Init(const InitOptions& options, int argc = 0, char** argv = nullptr);
-void Init(int argc, char** argv);
-void Init();
+RAIO_EXPORT void Init(const InitOptions& options, int argc = 0, char** argv = nullptr);
+RAIO_EXPORT void Init(int argc, char** argv);
+RAIO_EXPORT void Init();
 
 // Stops raio in this process: ends the job's workers, stops an embedded cluster and
 // releases every object. ObjectRefs still alive become unusable: Get, like every other
 // call until the next Init, throws InvalidUsageError saying raio is shut down.
 // Idempotent. Blocks until done. Throws InvalidUsageError inside a remote function or
 // actor method (a worker is ended by its node).
-void Shutdown();
+RAIO_EXPORT void Shutdown();
 
 // Whether Init has run and Shutdown has not.
-bool IsInitialized();
+RAIO_EXPORT bool IsInitialized();
 
 // The configuration this process runs with: every entry of raio's table (`raio config`,
 // docs/design/config.md), name -> current value as text (integers and durations in
 // decimal in the unit their name ends with, bools as true/false). After Init these are
 // the cluster's values; in a task or actor method, those its node gave the worker; before
 // Init, the defaults and this process's RAIO_<NAME> variables. Never throws or blocks.
-std::map<std::string, std::string> SystemConfig();
+RAIO_EXPORT std::map<std::string, std::string> SystemConfig();
 
 // Stores `value` as an object owned by this process and returns a reference to it.
 // Values of 100 KiB or more go to the node's shared-memory store, written once (an

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "raio/export.h"
 #include "raio/internal/returns.h"
 #include "raio/internal/runtime.h"
 #include "raio/serialization.h"
@@ -111,14 +112,14 @@ EncodedValue Invoke(const void* key, const std::vector<ValueView>& args) {
 
 // Turns the text of one RAIO_REMOTE entry into its registered name:
 // "Add" -> "Add", "&ns::F" -> "ns::F", "RAIO_FUNC(Scale, int)" -> "Scale(int)".
-std::string FunctionNameFromMacroText(std::string_view text);
+RAIO_EXPORT std::string FunctionNameFromMacroText(std::string_view text);
 // Splits "a, RAIO_FUNC(b, int, int)" at top-level commas.
-std::vector<std::string> SplitMacroList(std::string_view text);
+RAIO_EXPORT std::vector<std::string> SplitMacroList(std::string_view text);
 
 using Invoker = EncodedValue (*)(const void* key, const std::vector<ValueView>& args);
 // `site` is "file:line" of the RAIO_REMOTE that registers it.
-void RegisterFunctionWithInvoker(const std::string& name, const void* key, Invoker invoker,
-                                 const std::string& site);
+RAIO_EXPORT void RegisterFunctionWithInvoker(const std::string& name, const void* key,
+                                             Invoker invoker, const std::string& site);
 
 // --- actors: factories and methods ---
 
@@ -197,11 +198,11 @@ std::vector<std::pair<M, std::string>>& MethodTable() {
   return *table;
 }
 
-void RegisterFactoryWithInvoker(const std::string& name, const void* key,
-                                const std::string& class_name, FactoryInvoker invoker,
-                                const std::string& site);
-void RegisterMethodWithInvoker(const std::string& name, const void* key, MethodInvoker invoker,
-                               const std::string& site);
+RAIO_EXPORT void RegisterFactoryWithInvoker(const std::string& name, const void* key,
+                                            const std::string& class_name, FactoryInvoker invoker,
+                                            const std::string& site);
+RAIO_EXPORT void RegisterMethodWithInvoker(const std::string& name, const void* key,
+                                           MethodInvoker invoker, const std::string& site);
 
 template <typename M, typename R, typename C, typename... A>
 void RegisterMethod(const std::string& name, M method, const std::string& site) {

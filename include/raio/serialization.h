@@ -22,6 +22,7 @@
 
 #include "raio/buffer.h"
 #include "raio/errors.h"
+#include "raio/export.h"
 
 // Makes a struct serializable: list its fields, in order, inside the struct.
 //   struct Config { double lr; int hidden; RAIO_SERIALIZE(lr, hidden); };
@@ -132,7 +133,7 @@ struct ClaimedElements : msgpack::null_visitor {
 };
 
 // The C++ name of a type ("std::vector<int>"), for error messages (libraio).
-std::string DemangledTypeName(const std::type_info& type);
+RAIO_EXPORT std::string DemangledTypeName(const std::type_info& type);
 
 // Deserializes msgpack `bytes` into T. Throws SerializationError when the bytes are
 // malformed or hold a value of another type.

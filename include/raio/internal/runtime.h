@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "raio/export.h"
 #include "raio/internal/object_id.h"
 #include "raio/serialization.h"
 
@@ -31,7 +32,7 @@ struct TaskArg {
 // innermost live collector; scopes nest. Used around every serialization of a value that
 // outlives the call (Put, task arguments, task results) so the runtime can keep the
 // referenced objects alive as long as the containing value.
-class ContainedRefs {
+class RAIO_EXPORT ContainedRefs {
  public:
   ContainedRefs();
   // `on_add` runs for each id as it is serialized, while the ObjectRef still exists.
@@ -52,7 +53,7 @@ class ContainedRefs {
 };
 
 // Adds `id` to the innermost live ContainedRefs of this thread, if any.
-void RecordSerializedRef(const ObjectId& id);
+RAIO_EXPORT void RecordSerializedRef(const ObjectId& id);
 
 // Where an object's owner can be reached (see proto/raio/owner.proto).
 struct OwnerInfo {
@@ -62,12 +63,12 @@ struct OwnerInfo {
 // Called when an ObjectRef is packed: records the id in the active ContainedRefs and
 // returns its owner. Throws InvalidUsageError when raio is not initialized or the object
 // is unknown in this process.
-OwnerInfo OnObjectRefSerialized(const ObjectId& id);
+RAIO_EXPORT OwnerInfo OnObjectRefSerialized(const ObjectId& id);
 // Called when an ObjectRef is unpacked: takes one local reference (adopted by the new
 // ObjectRef); the first reference to an object owned elsewhere registers this process as
 // a borrower with the owner (a blocking RPC). Throws ObjectLostError when the owner no
 // longer has the object or cannot be reached.
-void OnObjectRefDeserialized(const ObjectId& id, const OwnerInfo& owner);
+RAIO_EXPORT void OnObjectRefDeserialized(const ObjectId& id, const OwnerInfo& owner);
 
 // Options of one task submission (see TaskCaller).
 struct TaskOptions {
@@ -82,37 +83,38 @@ struct TaskOptions {
 // While a worker encodes return value `index` (0-based) of a call with several returns,
 // ObjectRefs serialized on this thread belong to that return (SetEncodingReturn is called
 // by the generated invoker; EncodingReturn by the executor).
-void SetEncodingReturn(uint32_t index);
-uint32_t EncodingReturn();
+RAIO_EXPORT void SetEncodingReturn(uint32_t index);
+RAIO_EXPORT uint32_t EncodingReturn();
 
 // Submits `function_name` with `args`. Returns the id of its (first) return object; each
 // of its options.num_returns return objects holds one local reference that the caller
 // adopts (ObjectRef's adopting constructor).
 // Throws InvalidUsageError (not initialized, bad resources), never blocks on the task.
-ObjectId SubmitTask(const std::string& function_name, std::vector<TaskArg> args,
-                    const TaskOptions& options);
+RAIO_EXPORT ObjectId SubmitTask(const std::string& function_name, std::vector<TaskArg> args,
+                                const TaskOptions& options);
 
 // Stores `size` bytes at `data` (in `format`) as a new object owned by this process,
 // copying them once: into the node's shared-memory store when `size` is at least the
 // inline threshold (100 KiB), else into this process. Returns its id with one adopted
 // local reference. Throws ObjectStoreFullError when the store cannot make room.
-ObjectId PutObject(ValueFormat format, DType dtype, const void* data, std::size_t size,
-                   std::vector<ObjectId> contained = {});
+RAIO_EXPORT ObjectId PutObject(ValueFormat format, DType dtype, const void* data, std::size_t size,
+                               std::vector<ObjectId> contained = {});
 
 // Blocks until the object is ready or `timeout` passes (nullopt: no limit). Returns a
 // view of its bytes (mapped from the shared-memory store, pinned while the view's keeper
 // lives) or throws the object's error (TaskError, WorkerCrashedError, ...) or
 // GetTimeoutError.
-ValueView GetObject(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
+RAIO_EXPORT ValueView GetObject(const ObjectId& id,
+                                std::optional<std::chrono::microseconds> timeout);
 
 // Waits until `num_objects` of `ids` are ready or `timeout` passes. Returns a flag per id
 // (true = ready; failed objects count as ready).
-std::vector<bool> WaitObjects(const std::vector<ObjectId>& ids, int num_objects,
-                              std::optional<std::chrono::microseconds> timeout);
+RAIO_EXPORT std::vector<bool> WaitObjects(const std::vector<ObjectId>& ids, int num_objects,
+                                          std::optional<std::chrono::microseconds> timeout);
 
 // Cancels the task whose return object is `id` (see raio::Cancel). No-op when it is
 // finished or unknown.
-void CancelTask(const ObjectId& id, bool force);
+RAIO_EXPORT void CancelTask(const ObjectId& id, bool force);
 
 // Counters for tests and tools: objects this process owns, and the local node's store.
 struct ObjectStats {
@@ -122,7 +124,7 @@ struct ObjectStats {
   uint64_t store_spilled_objects = 0;
   uint64_t store_capacity_bytes = 0;
 };
-ObjectStats GetObjectStats();
+RAIO_EXPORT ObjectStats GetObjectStats();
 
 // The local node's resources by name (tests and tools): what it offers in total and what
 // is not held by a lease or an actor now. Blocks for one RPC to the node.
@@ -130,15 +132,15 @@ struct NodeResourceStats {
   std::map<std::string, double> total;
   std::map<std::string, double> available;
 };
-NodeResourceStats GetNodeResourceStats();
+RAIO_EXPORT NodeResourceStats GetNodeResourceStats();
 
 // Reference counting of ObjectRef copies in this process. No-ops when not initialized.
-void AddLocalReference(const ObjectId& id);
-void RemoveLocalReference(const ObjectId& id);
+RAIO_EXPORT void AddLocalReference(const ObjectId& id);
+RAIO_EXPORT void RemoveLocalReference(const ObjectId& id);
 
 // Returns the name to submit a function under. Throws InvalidUsageError when it is not
 // registered, or when another function was registered under the same name first.
-const std::string& ResolveFunctionName(const void* function_key);
+RAIO_EXPORT const std::string& ResolveFunctionName(const void* function_key);
 
 }  // namespace internal
 }  // namespace raio

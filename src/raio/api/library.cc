@@ -1,1 +1,2 @@
-// libraio.so is raio_core linked whole; this file gives the target a source.
+// libraio.so is the internal libraries linked whole (src/raio/CMakeLists.txt); this file
+// gives the target a source.

@@ -8,6 +8,9 @@
 #include "raio/common/config.h"
 #include "raio/common/ids.h"
 #include "raio/common/process.h"
+#include "raio/head/head_service.h"
+#include "raio/node/memory_monitor.h"
+#include "raio/node/node_manager.h"
 
 namespace raio::api {
 
@@ -109,6 +112,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
 }
 
 LocalCluster::~LocalCluster() { Stop(); }
+
+std::string LocalCluster::head_address() const { return head_->address(); }
 
 void LocalCluster::Stop() {
   if (node_) node_->Stop();

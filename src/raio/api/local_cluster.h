@@ -1,8 +1,12 @@
 // LocalCluster: a head service plus one node daemon in this process, each on its own
 // event loop. Used by raio::Init() for the embedded cluster and by `raio start --head`.
+// The one place where client code (api/runtime.cc) reaches daemon code: this header
+// names the head and node types without including their headers, so that client code
+// compiles without them (library raio_local_cluster; docs/design/libraries.md).
 // Threading: Create/Stop from any one thread.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -10,8 +14,17 @@
 
 #include "absl/status/statusor.h"
 #include "raio/common/process.h"
-#include "raio/head/head_service.h"
-#include "raio/node/node_manager.h"
+#include "raio/common/resources.h"
+
+namespace raio {
+namespace head {
+class HeadService;
+}
+namespace node {
+class NodeManager;
+struct MemoryMonitorOptions;
+}  // namespace node
+}  // namespace raio
 
 namespace raio::api {
 
@@ -42,7 +55,7 @@ class LocalCluster {
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Create(const LocalClusterOptions& options);
   ~LocalCluster();
   void Stop();
-  std::string head_address() const { return head_->address(); }
+  std::string head_address() const;
   const std::string& session_dir() const { return session_dir_; }
   // The secret a SHUTDOWN_CLUSTER request must carry (random hex, per cluster).
   const std::string& shutdown_token() const { return shutdown_token_; }
