@@ -1,7 +1,6 @@
 #include "raio/worker/task_submitter.h"
 
 #include <algorithm>
-#include <boost/asio/steady_timer.hpp>
 #include <cstring>
 #include <set>
 #include <utility>
@@ -509,11 +508,10 @@ absl::StatusOr<std::shared_ptr<rpc::Connection>> TaskSubmitter::WorkerConnection
 }
 
 void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease) {
-  lease->idle_since = std::chrono::steady_clock::now();
+  lease->idle_since = Clock::now();
   if (lease->timer_armed) return;
   lease->timer_armed = true;
-  if (!lease->idle_timer)
-    lease->idle_timer = std::make_unique<boost::asio::steady_timer>(loop_.io());
+  if (!lease->idle_timer) lease->idle_timer = std::make_unique<Timer>(loop_.io());
   lease->idle_timer->expires_after(config::kLeaseIdleTimeout);
   lease->idle_timer->async_wait([this, cls, lease](const boost::system::error_code& ec) {
     if (ec) return;
@@ -521,10 +519,10 @@ void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<Lea
     if (shut_down_) return;
     lease->timer_armed = false;
     if (lease->dead || lease->in_flight > 0 || !cls->queue.empty()) return;
-    auto idle_for = std::chrono::steady_clock::now() - lease->idle_since;
+    auto idle_for = Clock::now() - lease->idle_since;
     if (idle_for < config::kLeaseIdleTimeout) {
       ArmIdleTimer(cls, lease);  // used again meanwhile; wait a full period from then
-      lease->idle_since = std::chrono::steady_clock::now() - idle_for;
+      lease->idle_since = Clock::now() - idle_for;
       return;
     }
     ReturnLease(cls, lease);

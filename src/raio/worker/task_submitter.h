@@ -24,6 +24,7 @@
 #include "raio/common/ids.h"
 #include "raio/common/mutex.h"
 #include "raio/common/resources.h"
+#include "raio/common/timer.h"
 #include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
 #include "raio/task.pb.h"
@@ -61,8 +62,8 @@ struct LeaseState {
   int in_flight = 0;
   bool dead = false;
   bool timer_armed = false;
-  std::chrono::steady_clock::time_point idle_since;
-  std::unique_ptr<boost::asio::steady_timer> idle_timer;
+  Clock::time_point idle_since;
+  std::unique_ptr<Timer> idle_timer;
   // After the connection broke: whether the node was asked why, its answer (UNKNOWN when
   // it did not answer in time), and the tasks (id, connection error) waiting for it.
   bool cause_requested = false;
