@@ -508,11 +508,17 @@ absl::StatusOr<std::shared_ptr<rpc::Connection>> TaskSubmitter::WorkerConnection
 }
 
 void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease) {
-  lease->idle_since = Clock::now();
+  // The idle period starts when the lease last finished work. Dispatch calls this for
+  // every idle lease of the class, so one that has not run anything since keeps its start:
+  // otherwise a sibling lease finishing a task every few ms kept it forever.
+  if (lease->idle_push_seq != lease->next_push_seq) {
+    lease->idle_since = Clock::now();
+    lease->idle_push_seq = lease->next_push_seq;
+  }
   if (lease->timer_armed) return;
   lease->timer_armed = true;
   if (!lease->idle_timer) lease->idle_timer = std::make_unique<Timer>(loop_.io());
-  lease->idle_timer->expires_after(config::kLeaseIdleTimeout);
+  lease->idle_timer->expires_at(lease->idle_since + config::kLeaseIdleTimeout);
   lease->idle_timer->async_wait([this, cls, lease](const boost::system::error_code& ec) {
     if (ec) return;
     raio::MutexLock lock(&mu_);
@@ -521,8 +527,7 @@ void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<Lea
     if (lease->dead || lease->in_flight > 0 || !cls->queue.empty()) return;
     auto idle_for = Clock::now() - lease->idle_since;
     if (idle_for < config::kLeaseIdleTimeout) {
-      ArmIdleTimer(cls, lease);  // used again meanwhile; wait a full period from then
-      lease->idle_since = Clock::now() - idle_for;
+      ArmIdleTimer(cls, lease);  // used again meanwhile: wait a full period from its last use
       return;
     }
     ReturnLease(cls, lease);
@@ -577,9 +582,12 @@ void TaskSubmitter::Cancel(const ObjectId& id, bool force) {
     // Queued or waiting for its arguments: drop it now (the resolver forgets it, and
     // the objects it waited for find no task under its id when they become ready).
     if (t->resolving) resolver_.Cancel(t->task_id);
-    auto& queue = t->cls->queue;
-    queue.erase(std::remove(queue.begin(), queue.end(), t->task_id), queue.end());
+    SchedulingClass* cls = t->cls;
+    cls->queue.erase(std::remove(cls->queue.begin(), cls->queue.end(), t->task_id),
+                     cls->queue.end());
     Fail(t, error);
+    // Nothing left to run: its lease requests must not hold the node's next free worker.
+    if (cls->queue.empty()) Dispatch(cls);
     return;
   }
   t->cancelled = true;  // its reply (or its worker's death) completes it as cancelled

@@ -63,6 +63,7 @@ struct LeaseState {
   bool dead = false;
   bool timer_armed = false;
   Clock::time_point idle_since;
+  uint64_t idle_push_seq = UINT64_MAX;  // next_push_seq when idle_since was set
   std::unique_ptr<Timer> idle_timer;
   // After the connection broke: whether the node was asked why, its answer (UNKNOWN when
   // it did not answer in time), and the tasks (id, connection error) waiting for it.

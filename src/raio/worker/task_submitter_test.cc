@@ -215,6 +215,178 @@ TEST_F(TaskSubmitterTest, ATaskPipelinedBehindTheCrashedOneIsRequeuedWithoutUsin
   EXPECT_EQ(Result(tasks[1]), "1");
 }
 
+TEST_F(TaskSubmitterTest, CancelWhileTheLeaseIsRequestedCancelsTheRequest) {
+  const TaskId task = Submit("f");
+  loop_.RunUntilIdle();
+  auto lease = node_.Take<proto::REQUEST_WORKER_LEASE>();
+  ASSERT_TRUE(lease);
+
+  Cancel(task);
+  EXPECT_EQ(Result(task), "error TASK_CANCELLED: f was cancelled");
+  loop_.RunUntilIdle();
+  // Nothing is queued any more: the node must not keep a request for a task that is gone
+  // (it would hold the next free CPU for it, ahead of other owners' requests).
+  auto cancel = node_.Take<proto::CANCEL_WORKER_LEASE>();
+  ASSERT_TRUE(cancel);
+  EXPECT_EQ(cancel->request.lease_id(), lease->request.lease_id());
+  cancel->Ok();
+  lease->Ok(FakeNode::Cancelled());
+  loop_.RunUntilIdle();
+
+  EXPECT_THAT(log_.Take(), ElementsAre("node REQUEST_WORKER_LEASE", "node CANCEL_WORKER_LEASE"));
+  EXPECT_FALSE(node_.HasCall());
+  EXPECT_EQ(NumPendingTasks(), 0u);
+}
+
+TEST_F(TaskSubmitterTest, AGrantThatCrossesTheCancelRunsNothingAndIsReturnedWhenIdle) {
+  FakeWorker& w1 = AddWorker("w1");
+  const TaskId task = Submit("f");
+  loop_.RunUntilIdle();
+  auto lease = node_.Take<proto::REQUEST_WORKER_LEASE>();
+  ASSERT_TRUE(lease);
+  Cancel(task);
+  loop_.RunUntilIdle();
+  auto cancel = node_.Take<proto::CANCEL_WORKER_LEASE>();
+  ASSERT_TRUE(cancel);
+  // The node had granted the lease before the cancel came.
+  lease->Ok(FakeNode::Granted(w1));
+  cancel->Ok();
+  loop_.RunUntilIdle();
+  EXPECT_THAT(w1.PendingMethods(), IsEmpty());
+  EXPECT_FALSE(node_.HasCall());
+
+  // Kept for kLeaseIdleTimeout in case more tasks come, then returned.
+  loop_.AdvanceTime(config::kLeaseIdleTimeout - std::chrono::milliseconds(1));
+  EXPECT_FALSE(node_.HasCall());
+  loop_.AdvanceTime(std::chrono::milliseconds(1));
+  auto ret = node_.Take<proto::RETURN_WORKER_LEASE>();
+  ASSERT_TRUE(ret);
+  EXPECT_EQ(ret->request.lease_id(), lease->request.lease_id());
+  ret->Ok();
+  loop_.RunUntilIdle();
+
+  EXPECT_THAT(log_.Take(), ElementsAre("node REQUEST_WORKER_LEASE", "node CANCEL_WORKER_LEASE",
+                                       "node RETURN_WORKER_LEASE"));
+  EXPECT_EQ(Result(task), "error TASK_CANCELLED: f was cancelled");
+}
+
+TEST_F(TaskSubmitterTest, AGrantArrivingAfterTheQueueDrainedIsHeldIdleThenReturned) {
+  FakeWorker& w1 = AddWorker("w1");
+  FakeWorker& w2 = AddWorker("w2");
+  const TaskId t1 = Submit("f");
+  const TaskId t2 = Submit("f");
+  loop_.RunUntilIdle();
+  auto lease1 = node_.Take<proto::REQUEST_WORKER_LEASE>();
+  auto lease2 = node_.Take<proto::REQUEST_WORKER_LEASE>();
+  ASSERT_TRUE(lease1 && lease2);
+  EXPECT_EQ(lease2->request.backlog(), 2u);
+
+  lease1->Ok(FakeNode::Granted(w1));
+  loop_.RunUntilIdle();
+  w1.Take<proto::PUSH_TASK>()->Ok(FakeWorker::Value("1"));
+  loop_.RunUntilIdle();
+  // t2 went to w1 as it came free; the second request is no longer needed.
+  auto push2 = w1.Take<proto::PUSH_TASK>();
+  ASSERT_TRUE(push2);
+  EXPECT_EQ(push2->request.spec().task_id(), t2.Binary());
+  auto cancel = node_.Take<proto::CANCEL_WORKER_LEASE>();
+  ASSERT_TRUE(cancel);
+  EXPECT_EQ(cancel->request.lease_id(), lease2->request.lease_id());
+
+  // The node granted the second lease before the cancel reached it.
+  lease2->Ok(FakeNode::Granted(w2));
+  cancel->Ok();
+  loop_.RunUntilIdle();
+  loop_.AdvanceTime(std::chrono::milliseconds(1));
+  push2->Ok(FakeWorker::Value("2"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Result(t1), "1");
+  EXPECT_EQ(Result(t2), "2");
+
+  // Both leases are idle now, the second since 1 ms longer: it goes first.
+  loop_.AdvanceTime(config::kLeaseIdleTimeout);
+  auto ret2 = node_.Take<proto::RETURN_WORKER_LEASE>();
+  auto ret1 = node_.Take<proto::RETURN_WORKER_LEASE>();
+  ASSERT_TRUE(ret1 && ret2);
+  EXPECT_EQ(ret2->request.lease_id(), lease2->request.lease_id());
+  EXPECT_EQ(ret1->request.lease_id(), lease1->request.lease_id());
+
+  EXPECT_THAT(w1.TakeLog(), ElementsAre("PUSH_TASK", "PUSH_TASK"));
+  EXPECT_THAT(w2.TakeLog(), IsEmpty());
+  EXPECT_THAT(node_.TakeLog(),
+              ElementsAre("REQUEST_WORKER_LEASE", "REQUEST_WORKER_LEASE", "CANCEL_WORKER_LEASE",
+                          "RETURN_WORKER_LEASE", "RETURN_WORKER_LEASE"));
+}
+
+TEST_F(TaskSubmitterTest, AnIdleLeaseIsReusedAndReturnedATimeoutAfterItsLastUse) {
+  FakeWorker& w1 = AddWorker("w1");
+  const TaskId t1 = Submit("f");
+  loop_.RunUntilIdle();
+  auto lease = node_.Take<proto::REQUEST_WORKER_LEASE>();
+  ASSERT_TRUE(lease);
+  lease->Ok(FakeNode::Granted(w1));
+  loop_.RunUntilIdle();
+  w1.Take<proto::PUSH_TASK>()->Ok(FakeWorker::Value("1"));
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Result(t1), "1");
+
+  // Within the idle period the next task takes the same worker, without a new lease.
+  loop_.AdvanceTime(config::kLeaseIdleTimeout / 2);
+  const TaskId t2 = Submit("f");
+  loop_.RunUntilIdle();
+  w1.Take<proto::PUSH_TASK>()->Ok(FakeWorker::Value("2"));
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Result(t2), "2");
+
+  // Idle again from now: returned a full timeout after this last use, not before.
+  loop_.AdvanceTime(config::kLeaseIdleTimeout - std::chrono::milliseconds(1));
+  EXPECT_FALSE(node_.HasCall());
+  loop_.AdvanceTime(std::chrono::milliseconds(1));
+  auto ret = node_.Take<proto::RETURN_WORKER_LEASE>();
+  ASSERT_TRUE(ret);
+  EXPECT_EQ(ret->request.lease_id(), lease->request.lease_id());
+  EXPECT_THAT(node_.TakeLog(), ElementsAre("REQUEST_WORKER_LEASE", "RETURN_WORKER_LEASE"));
+}
+
+TEST_F(TaskSubmitterTest, AnIdleLeaseIsReturnedOnTimeWhileASiblingLeaseKeepsWorking) {
+  FakeWorker& w1 = AddWorker("w1");
+  FakeWorker& w2 = AddWorker("w2");
+  Submit("f");
+  Submit("f");
+  loop_.RunUntilIdle();
+  auto lease1 = node_.Take<proto::REQUEST_WORKER_LEASE>();
+  auto lease2 = node_.Take<proto::REQUEST_WORKER_LEASE>();
+  ASSERT_TRUE(lease1 && lease2);
+  lease1->Ok(FakeNode::Granted(w1));
+  lease2->Ok(FakeNode::Granted(w2));
+  loop_.RunUntilIdle();
+  w1.Take<proto::PUSH_TASK>()->Ok(FakeWorker::Value("1"));
+  w2.Take<proto::PUSH_TASK>()->Ok(FakeWorker::Value("2"));
+  loop_.RunUntilIdle();  // both idle from now (t0)
+
+  // At t0 + 10 ms one more task: it takes one of the two; the other stays idle.
+  loop_.AdvanceTime(config::kLeaseIdleTimeout / 2);
+  const TaskId t3 = Submit("f");
+  loop_.RunUntilIdle();
+  FakeWorker& busy = w1.HasCall() ? w1 : w2;
+  const std::string idle_lease = (&busy == &w1 ? lease2 : lease1)->request.lease_id();
+  busy.Take<proto::PUSH_TASK>()->Ok(FakeWorker::Value("3"));
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Result(t3), "3");
+
+  // The other has been idle since t0: returned at t0 + kLeaseIdleTimeout, although its
+  // sibling finished work meanwhile; the sibling waits a full period from its own use.
+  loop_.AdvanceTime(config::kLeaseIdleTimeout / 2);
+  auto ret = node_.Take<proto::RETURN_WORKER_LEASE>();
+  ASSERT_TRUE(ret);
+  EXPECT_EQ(ret->request.lease_id(), idle_lease);
+  EXPECT_FALSE(node_.HasCall());
+  loop_.AdvanceTime(config::kLeaseIdleTimeout / 2);
+  auto ret_busy = node_.Take<proto::RETURN_WORKER_LEASE>();
+  ASSERT_TRUE(ret_busy);
+  EXPECT_NE(ret_busy->request.lease_id(), idle_lease);
+}
+
 TEST_F(TaskSubmitterTest, ALostNodeConnectionFailsTheQueuedTasksWithNodeDied) {
   const TaskId task = Submit("f");
   loop_.RunUntilIdle();
