@@ -21,6 +21,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <concepts>
 #include <deque>
 #include <functional>
 #include <map>
@@ -106,7 +107,8 @@ class FakePeer {
   // absl::StatusOr<Reply> whose error is sent as such), or with `reply`. They are still
   // logged, and not queued. Set before the calls come; runs on the io_context's thread.
   template <proto::Method M, typename F>
-  void AutoReply(F make_reply) {
+  requires std::invocable<F&, const typename rpc::MethodTraits<M>::Request&> void AutoReply(
+      F make_reply) {
     SetAutoReply(
         M, [make_reply = std::move(make_reply)](const std::shared_ptr<rpc::Connection>& conn,
                                                 const rpc::FrameHeader& h, std::string_view body) {

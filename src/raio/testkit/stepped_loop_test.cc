@@ -185,6 +185,40 @@ TEST(SteppedLoopTest, AnUnansweredCallFailsAtItsDeadlineAndNotBefore) {
   loop.RunUntilIdle();
 }
 
+TEST(SteppedLoopTest, AutoRepliesAnswerAtOnceAndAreStillLogged) {
+  SteppedLoop loop;
+  FakePeer peer("peer", loop.io());
+  proto::NodeStats canned;
+  canned.set_node_id("canned");
+  peer.AutoReply<proto::GET_NODE_STATS>(canned);
+  peer.AutoReplyError<proto::RETURN_WORKER_LEASE>(absl::NotFoundError("no such lease"));
+  peer.AutoReply<proto::CANCEL_WORKER_LEASE>([](const proto::LeaseIdRequest& req) {
+    return req.lease_id() == "ok" ? absl::StatusOr<proto::Empty>(proto::Empty())
+                                  : absl::StatusOr<proto::Empty>(absl::AbortedError("no"));
+  });
+  auto conn = peer.Connect();
+  std::vector<std::string> got;
+  rpc::Call<proto::GET_NODE_STATS>(*conn, proto::Empty(), [&](absl::StatusOr<proto::NodeStats> s) {
+    got.push_back(s.ok() ? s->node_id() : s.status().ToString());
+  });
+  proto::LeaseIdRequest lease;
+  lease.set_lease_id("x");
+  auto record = [&](absl::StatusOr<proto::Empty> s) {
+    got.push_back(s.ok() ? "ok" : std::string(absl::StatusCodeToString(s.status().code())));
+  };
+  rpc::Call<proto::RETURN_WORKER_LEASE>(*conn, lease, record);
+  rpc::Call<proto::CANCEL_WORKER_LEASE>(*conn, lease, record);
+  lease.set_lease_id("ok");
+  rpc::Call<proto::CANCEL_WORKER_LEASE>(*conn, lease, record);
+  loop.RunUntilIdle();
+  EXPECT_THAT(got, ElementsAre("canned", "NOT_FOUND", "ABORTED", "ok"));
+  EXPECT_FALSE(peer.HasCall());
+  EXPECT_THAT(peer.TakeLog(), ElementsAre("GET_NODE_STATS", "RETURN_WORKER_LEASE",
+                                          "CANCEL_WORKER_LEASE", "CANCEL_WORKER_LEASE"));
+  conn->Close(absl::CancelledError("done"));
+  loop.RunUntilIdle();
+}
+
 TEST(SteppedLoopTest, DroppingTheConnectionFailsTheCallsOnIt) {
   SteppedLoop loop;
   FakePeer peer("peer", loop.io());
