@@ -26,6 +26,8 @@ RULES = {
     "api/local_cluster.h": {"common"},
     "api/local_cluster.cc": {"common", "rpc", "head", "node", "api/local_cluster.h"},
     "api/library.cc": set(),
+    # Test fixtures (fakes, stepped loop, MiniCluster): above everything, never in libraio.
+    "testkit": {"common", "rpc", "head", "node", "worker", "api", "testkit"},
 }
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"]raio/([^">]+)[">]', re.M)
 

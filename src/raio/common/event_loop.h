@@ -7,6 +7,8 @@
 // a small task, so a short spin turns a ~100 us task round trip into ~10 us at the cost
 // of up to `spin` of CPU after each burst. Those loops pass config::loop_spin_us() (0 =
 // off; RAIO_LOOP_SPIN_US or system_config set it).
+// A test may instead drive the io_context itself, never starting the loop
+// (testkit::SteppedLoop); code that takes an EventLoop& works with either.
 // Thread-safety: Post() and Stop() are thread-safe; Start() once.
 #pragma once
 
@@ -39,7 +41,9 @@ class EventLoop {
 
   bool started() const { return thread_.joinable(); }
   boost::asio::io_context& io() { return io_; }
-  bool InLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  // Whether the caller runs inside this loop's io_context (its thread, or a test thread
+  // stepping it: testkit::SteppedLoop).
+  bool InLoopThread() const { return io_.get_executor().running_in_this_thread(); }
 
   template <typename F>
   void Post(F&& f) {
@@ -51,7 +55,7 @@ class EventLoop {
 
   std::string name_;
   std::chrono::microseconds spin_;
-  boost::asio::io_context io_{1};
+  mutable boost::asio::io_context io_{1};  // mutable: get_executor() for InLoopThread
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
   std::thread thread_;
 };

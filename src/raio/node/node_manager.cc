@@ -3,7 +3,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/asio/steady_timer.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -136,7 +135,7 @@ void NodeManager::Stop() {
 }
 
 void NodeManager::ArmReapTimer() {
-  if (!reap_timer_) reap_timer_ = std::make_unique<boost::asio::steady_timer>(loop_.io());
+  if (!reap_timer_) reap_timer_ = std::make_unique<Timer>(loop_.io());
   reap_timer_->expires_after(config::worker_reap_interval_ms());
   reap_timer_->async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
@@ -206,7 +205,7 @@ void NodeManager::AnswerFailureCause(const ConnPtr& conn, const rpc::FrameHeader
     return;
   }
   // Its connection closed as it exited, before it could be reaped: look again shortly.
-  auto timer = std::make_shared<boost::asio::steady_timer>(loop_.io());
+  auto timer = std::make_shared<Timer>(loop_.io());
   timer->expires_after(config::worker_exit_poll_interval_ms());
   timer->async_wait(
       [this, timer, conn, h, worker, tries_left](const boost::system::error_code& ec) {
@@ -216,7 +215,7 @@ void NodeManager::AnswerFailureCause(const ConnPtr& conn, const rpc::FrameHeader
 }
 
 void NodeManager::ArmMemoryTimer() {
-  if (!memory_timer_) memory_timer_ = std::make_unique<boost::asio::steady_timer>(loop_.io());
+  if (!memory_timer_) memory_timer_ = std::make_unique<Timer>(loop_.io());
   memory_timer_->expires_after(memory_monitor_.interval);
   memory_timer_->async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
@@ -655,7 +654,7 @@ void NodeManager::OnWorkerDisconnected(const WorkerId& id, int tries_left) {
     OnWorkerGone(id);
     return;
   }
-  auto timer = std::make_shared<boost::asio::steady_timer>(loop_.io());
+  auto timer = std::make_shared<Timer>(loop_.io());
   timer->expires_after(config::worker_exit_poll_interval_ms());
   timer->async_wait([this, timer, id, tries_left](const boost::system::error_code& ec) {
     if (ec || stopped_) return;

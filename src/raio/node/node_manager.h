@@ -21,7 +21,6 @@
 #pragma once
 
 #include <atomic>
-#include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <map>
 #include <memory>
@@ -32,6 +31,7 @@
 #include "raio/common/event_loop.h"
 #include "raio/common/ids.h"
 #include "raio/common/resources.h"
+#include "raio/common/timer.h"
 #include "raio/node.pb.h"
 #include "raio/node/actor_manager.h"
 #include "raio/node/memory_monitor.h"
@@ -141,8 +141,8 @@ class NodeManager {
   EventLoop loop_{"raio-node"};
   std::unique_ptr<rpc::Listener> listener_;
   std::shared_ptr<rpc::Connection> head_;
-  std::unique_ptr<boost::asio::steady_timer> reap_timer_;
-  std::unique_ptr<boost::asio::steady_timer> memory_timer_;
+  std::unique_ptr<Timer> reap_timer_;
+  std::unique_ptr<Timer> memory_timer_;
   // Set in Start(), after registration, before the loop reads it.
   MemoryMonitorOptions memory_monitor_;
 

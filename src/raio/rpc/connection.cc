@@ -128,7 +128,7 @@ void Connection::Call(uint32_t method, const google::protobuf::MessageLite& requ
   PendingCall& call = pending_[id];
   call.callback = std::move(callback);
   if (timeout) {
-    call.timer = std::make_unique<boost::asio::steady_timer>(io_);
+    call.timer = std::make_unique<raio::Timer>(io_);
     call.timer->expires_after(*timeout);
     call.timer->async_wait([self = shared_from_this(), id](const boost::system::error_code& ec) {
       if (ec) return;  // cancelled: the reply came

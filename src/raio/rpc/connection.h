@@ -12,7 +12,6 @@
 
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -24,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "raio/common/mutex.h"
+#include "raio/common/timer.h"
 #include "raio/rpc/frame.h"
 
 namespace google::protobuf {
@@ -103,7 +103,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   struct PendingCall {
     ReplyCallback callback;
-    std::unique_ptr<boost::asio::steady_timer> timer;
+    std::unique_ptr<raio::Timer> timer;
   };
 
   boost::asio::io_context& io_;

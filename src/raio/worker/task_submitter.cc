@@ -1,7 +1,6 @@
 #include "raio/worker/task_submitter.h"
 
 #include <algorithm>
-#include <boost/asio/steady_timer.hpp>
 #include <cstring>
 #include <set>
 #include <utility>
@@ -510,22 +509,26 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
 }
 
 void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease) {
-  lease->idle_since = std::chrono::steady_clock::now();
+  // The idle period starts when the lease last finished work. Dispatch calls this for
+  // every idle lease of the class, so one that has not run anything since keeps its start:
+  // otherwise a sibling lease finishing a task every few ms kept it forever.
+  if (lease->idle_push_seq != lease->next_push_seq) {
+    lease->idle_since = Clock::now();
+    lease->idle_push_seq = lease->next_push_seq;
+  }
   if (lease->timer_armed) return;
   lease->timer_armed = true;
-  if (!lease->idle_timer)
-    lease->idle_timer = std::make_unique<boost::asio::steady_timer>(loop_.io());
-  lease->idle_timer->expires_after(config::lease_idle_timeout_ms());
+  if (!lease->idle_timer) lease->idle_timer = std::make_unique<Timer>(loop_.io());
+  lease->idle_timer->expires_at(lease->idle_since + config::lease_idle_timeout_ms());
   lease->idle_timer->async_wait([this, cls, lease](const boost::system::error_code& ec) {
     if (ec) return;
     OutboxLock lock(&mu_, &outbox_);
     if (shut_down_) return;
     lease->timer_armed = false;
     if (lease->dead || lease->in_flight > 0 || !cls->queue.empty()) return;
-    auto idle_for = std::chrono::steady_clock::now() - lease->idle_since;
+    auto idle_for = Clock::now() - lease->idle_since;
     if (idle_for < config::lease_idle_timeout_ms()) {
-      ArmIdleTimer(cls, lease);  // used again meanwhile; wait a full period from then
-      lease->idle_since = std::chrono::steady_clock::now() - idle_for;
+      ArmIdleTimer(cls, lease);  // used again meanwhile: wait a full period from its last use
       return;
     }
     ReturnLease(cls, lease);
@@ -578,9 +581,12 @@ void TaskSubmitter::Cancel(const ObjectId& id, bool force) {
     // Queued or waiting for its arguments: drop it now (the resolver forgets it, and
     // the objects it waited for find no task under its id when they become ready).
     if (t->resolving) resolver_.Cancel(t->task_id);
-    auto& queue = t->cls->queue;
-    queue.erase(std::remove(queue.begin(), queue.end(), t->task_id), queue.end());
+    SchedulingClass* cls = t->cls;
+    cls->queue.erase(std::remove(cls->queue.begin(), cls->queue.end(), t->task_id),
+                     cls->queue.end());
     Fail(t, error);
+    // Nothing left to run: its lease requests must not hold the node's next free worker.
+    if (cls->queue.empty()) Dispatch(cls);
     return;
   }
   t->cancelled = true;  // its reply (or its worker's death) completes it as cancelled

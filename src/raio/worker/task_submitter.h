@@ -25,6 +25,7 @@
 #include "raio/common/ids.h"
 #include "raio/common/mutex.h"
 #include "raio/common/resources.h"
+#include "raio/common/timer.h"
 #include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
 #include "raio/rpc/connection_pool.h"
@@ -66,8 +67,9 @@ struct LeaseState {
   int in_flight = 0;
   bool dead = false;
   bool timer_armed = false;
-  std::chrono::steady_clock::time_point idle_since;
-  std::unique_ptr<boost::asio::steady_timer> idle_timer;
+  Clock::time_point idle_since;
+  uint64_t idle_push_seq = UINT64_MAX;  // next_push_seq when idle_since was set
+  std::unique_ptr<Timer> idle_timer;
   // After the connection broke: whether the node was asked why, its answer (UNKNOWN when
   // it did not answer in time), and the tasks (id, connection error) waiting for it.
   bool cause_requested = false;
