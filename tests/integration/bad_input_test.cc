@@ -4,8 +4,9 @@
 // where the node was involved, its resources are back to their totals).
 //
 // Limits exercised with small values: the object store is 32 MiB (an object holds at most
-// its capacity less a 64-byte header) and RAIO_MAX_REQUEST_BYTES is 4 MiB (set in main,
-// before anything reads it). BAD_INPUT_VERBOSE=1 prints every error message checked.
+// its capacity less a 64-byte header) and RAIO_MAX_REQUEST_BYTES is 4 MiB (set in main;
+// each raio::Init reads the environment, and the node passes the value to the workers).
+// BAD_INPUT_VERBOSE=1 prints every error message checked.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
