@@ -47,10 +47,10 @@ class Outbox {
   // `on_reply(absl::StatusOr<Reply>)` on the loop thread; the deadline is the method's
   // unless given (rpc/methods.h).
   template <proto::Method M, typename F>
-  void Call(
-      std::shared_ptr<rpc::Connection> conn,
-      std::shared_ptr<const typename rpc::MethodTraits<M>::Request> request, F on_reply,
-      std::optional<std::chrono::milliseconds> deadline = rpc::DefaultDeadline(rpc::MethodTraits<M>::kInfo)) {
+  void Call(std::shared_ptr<rpc::Connection> conn,
+            std::shared_ptr<const typename rpc::MethodTraits<M>::Request> request, F on_reply,
+            std::optional<std::chrono::milliseconds> deadline =
+                rpc::DefaultDeadline(rpc::MethodTraits<M>::kInfo)) {
     Call(std::move(conn), M, std::move(request), rpc::TypedReply<M>(std::move(on_reply)), deadline);
   }
   // Queues a one-way frame.

@@ -50,9 +50,9 @@ struct WorkerProcess {
   State state = State::kStarting;
   std::chrono::steady_clock::time_point started;
   std::shared_ptr<rpc::Connection> conn;  // set at registration
-  proto::Address address;  // where it takes PUSH_TASK (set at registration)
-  LeaseId lease;             // when leased
-  bool hosts_actor = false;  // leased to an actor for its lifetime
+  proto::Address address;                 // where it takes PUSH_TASK (set at registration)
+  LeaseId lease;                          // when leased
+  bool hosts_actor = false;               // leased to an actor for its lifetime
   // Whether it was ever leased for tasks: such a worker may own objects (its tasks' Puts
   // and results), so it never becomes an actor's process, whose Kill would lose them.
   bool ran_tasks = false;
