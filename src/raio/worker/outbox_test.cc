@@ -98,9 +98,11 @@ TEST_F(OutboxTest, ARunItemRunsWithoutTheMutexAndItsOwnSendsGoInTheSameDrain) {
     OutboxLock lock(&mu_, &outbox_);
     outbox_.AssertHeld();
     outbox_.Send(client_, proto::CANCEL_WORKER_LEASE, Lease("a"));
-    outbox_.Run([&] {
-      ran_unlocked = mu_.TryLock();
-      if (ran_unlocked) mu_.Unlock();
+    outbox_.Run([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (mu_.TryLock()) {
+        ran_unlocked = true;
+        mu_.Unlock();
+      }
       OutboxLock inner(&mu_, &outbox_);  // queues from inside the drain
       outbox_.AssertHeld();
       outbox_.Send(client_, proto::CANCEL_WORKER_LEASE, Lease("c"));
