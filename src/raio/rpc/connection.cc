@@ -2,13 +2,11 @@
 
 #include <google/protobuf/message_lite.h>
 #include <google/protobuf/wire_format_lite.h>
-#include <sys/socket.h>
 
 #include <boost/asio/post.hpp>
-#include <boost/asio/write.hpp>
-#include <cerrno>
 #include <cstring>
 
+#include "absl/strings/cord.h"
 #include "raio/common.pb.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
@@ -17,16 +15,30 @@ namespace raio::rpc {
 
 namespace {
 constexpr std::size_t kReadChunk = 64 * 1024;
+// The payload that marks a status as the peer's answer (PeerError).
+constexpr char kPeerErrorPayload[] = "raio.dev/peer-error";
+}  // namespace
+
+absl::Status PeerError(absl::Status status) {
+  if (!status.ok()) status.SetPayload(kPeerErrorPayload, absl::Cord());
+  return status;
+}
+
+bool IsPeerError(const absl::Status& status) {
+  return !status.ok() && status.GetPayload(kPeerErrorPayload).has_value();
 }
 
 std::shared_ptr<Connection> Connection::Create(Socket socket, std::string peer_name) {
-  return std::shared_ptr<Connection>(new Connection(std::move(socket), std::move(peer_name)));
+  return Create(std::make_unique<SocketStream>(std::move(socket)), std::move(peer_name));
 }
 
-Connection::Connection(Socket socket, std::string peer_name)
-    : io_(static_cast<boost::asio::io_context&>(socket.get_executor().context())),
-      socket_(std::move(socket)),
-      peer_name_(std::move(peer_name)) {}
+std::shared_ptr<Connection> Connection::Create(std::unique_ptr<Stream> stream,
+                                               std::string peer_name) {
+  return std::shared_ptr<Connection>(new Connection(std::move(stream), std::move(peer_name)));
+}
+
+Connection::Connection(std::unique_ptr<Stream> stream, std::string peer_name)
+    : io_(stream->io()), stream_(std::move(stream)), peer_name_(std::move(peer_name)) {}
 
 Connection::~Connection() = default;
 
@@ -71,13 +83,10 @@ void Connection::KickWriteLocked(bool flush_now) {
   }
   // Another thread (or an urgent reply) with nothing queued: write directly, skipping a
   // thread hop.
-  ssize_t n =
-      ::send(socket_.native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  // An error is left for the loop thread's own write to notice.
+  ssize_t n = stream_->TryWrite(out_.data(), out_.size());
   if (n > 0) out_.erase(0, static_cast<std::size_t>(n));
   if (out_.empty()) return;
-  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-    // Let the loop thread notice the failure through its own write.
-  }
   writing_ = true;
   boost::asio::post(io_, [self = shared_from_this()] { self->WriteLoop(); });
 }
@@ -103,8 +112,8 @@ void Connection::WriteLoop() {
     write_buf_.clear();
     write_buf_.swap(out_);
   }
-  boost::asio::async_write(
-      socket_, boost::asio::buffer(write_buf_),
+  stream_->AsyncWrite(
+      write_buf_.data(), write_buf_.size(),
       [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
         if (ec) {
           self->Close(absl::UnavailableError("write failed: " + ec.message()));
@@ -183,8 +192,7 @@ void Connection::Close(const absl::Status& reason) {
     if (closed_) return;
     closed_ = true;
     close_reason_ = reason;
-    boost::system::error_code ignored;
-    socket_.shutdown(boost::asio::socket_base::shutdown_both, ignored);
+    stream_->Shutdown();
   }
   boost::asio::post(io_, [self = shared_from_this()] { self->FinishClose(); });
 }
@@ -198,8 +206,7 @@ void Connection::FinishClose() {
     raio::MutexLock lock(&mu_);
     reason = close_reason_;
     pending.swap(pending_);
-    boost::system::error_code ignored;
-    socket_.close(ignored);
+    stream_->Close();
   }
   for (auto& [id, call] : pending) {
     if (call.timer) call.timer->cancel();
@@ -221,8 +228,8 @@ void Connection::ReadMore() {
     }
     if (read_end_ == read_buf_.size()) read_buf_.resize(read_buf_.size() * 2);
   }
-  socket_.async_read_some(
-      boost::asio::buffer(read_buf_.data() + read_end_, read_buf_.size() - read_end_),
+  stream_->AsyncReadSome(
+      read_buf_.data() + read_end_, read_buf_.size() - read_end_,
       [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
         self->OnRead(ec, n);
       });
@@ -285,9 +292,10 @@ void Connection::Dispatch(const FrameHeader& h, std::string_view body) {
         // Debian's abseil aborts the process on one.
         if (!s.ParseFromArray(body.data(), static_cast<int>(body.size())) ||
             s.code() == static_cast<int32_t>(absl::StatusCode::kOk)) {
-          call.callback(absl::InternalError("malformed error reply from " + peer_name_));
+          call.callback(PeerError(absl::InternalError("malformed error reply from " + peer_name_)));
         } else {
-          call.callback(absl::Status(static_cast<absl::StatusCode>(s.code()), s.message()));
+          call.callback(
+              PeerError(absl::Status(static_cast<absl::StatusCode>(s.code()), s.message())));
         }
       }
       return;

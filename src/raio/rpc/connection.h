@@ -1,4 +1,5 @@
-// Connection: a framed, bidirectional RPC channel over a stream socket (Unix or TCP).
+// Connection: a framed, bidirectional RPC channel over a byte stream (rpc::Stream: a Unix
+// or TCP socket, or whatever wraps one).
 // Either side may send requests; replies are matched by request id. Writes are
 // coalesced: frames queued while a write is in flight go out together in one syscall,
 // and frames sent from the connection's own loop thread are flushed once per batch of
@@ -10,7 +11,6 @@
 // invoked inline from Call(): a call on a closed connection fails asynchronously.
 #pragma once
 
-#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <functional>
@@ -25,14 +25,13 @@
 #include "raio/common/mutex.h"
 #include "raio/common/timer.h"
 #include "raio/rpc/frame.h"
+#include "raio/rpc/stream.h"
 
 namespace google::protobuf {
 class MessageLite;
 }
 
 namespace raio::rpc {
-
-using Socket = boost::asio::generic::stream_protocol::socket;
 
 // Up to two varint fields, encoded to follow a serialized message (Connection::Call's
 // `suffix`): e.g. the attempt number of a queued PushTaskRequest.
@@ -47,6 +46,15 @@ class FieldSuffix {
   std::size_t size_ = 0;
 };
 
+// A call's failure is either the transport's (the connection closed, a write failed, no
+// reply in time: the peer may be gone) or the peer's (it answered with an error frame, or
+// with a reply that does not parse: it is alive and refused or botched this one call).
+// Callers must tell them apart: a worker that answers PUSH_TASK with an error fails that
+// task, it has not died. PeerError marks a status as the peer's (a payload, set only on
+// the failure path); IsPeerError reads the mark.
+absl::Status PeerError(absl::Status status);
+bool IsPeerError(const absl::Status& status);
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // Handles an incoming request or one-way frame. `body` is valid only during the call.
@@ -57,10 +65,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   using CloseHandler =
       std::function<void(const std::shared_ptr<Connection>&, const absl::Status& reason)>;
   // Receives the reply body (valid only during the call) or the failure: Unavailable
-  // when the connection closed, DeadlineExceeded on timeout, or the peer's error status.
+  // when the connection closed, DeadlineExceeded on timeout, or the peer's error status
+  // (IsPeerError: true for that one only).
   using ReplyCallback = std::function<void(const absl::StatusOr<std::string_view>&)>;
 
+  // Over a connected socket (a SocketStream), or over any Stream.
   static std::shared_ptr<Connection> Create(Socket socket, std::string peer_name);
+  static std::shared_ptr<Connection> Create(std::unique_ptr<Stream> stream, std::string peer_name);
   ~Connection();
 
   // Starts reading. Call once; handlers may be empty.
@@ -89,7 +100,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::io_context& io() { return io_; }
 
  private:
-  Connection(Socket socket, std::string peer_name);
+  Connection(std::unique_ptr<Stream> stream, std::string peer_name);
   void AppendFrameLocked(FrameKind kind, uint32_t method, uint64_t request_id,
                          const google::protobuf::MessageLite* message, std::string_view suffix = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -107,7 +118,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   boost::asio::io_context& io_;
-  Socket socket_;
+  const std::unique_ptr<Stream> stream_;  // its TryWrite/Shutdown/Close under mu_
   const std::string peer_name_;
   RequestHandler on_request_;
   CloseHandler on_close_;

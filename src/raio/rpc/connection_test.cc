@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -30,6 +31,7 @@
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
+#include "raio/rpc/stream.h"
 
 namespace raio::rpc {
 namespace {
@@ -341,6 +343,7 @@ TEST_P(ConnectionTest, CallWithoutReplyFailsWithDeadlineExceeded) {
   c->Call(kSilent, Lease("never"), r.Callback(), 50ms);
   absl::StatusOr<std::string> body = r.Get();
   EXPECT_EQ(body.status().code(), absl::StatusCode::kDeadlineExceeded) << body.status();
+  EXPECT_FALSE(IsPeerError(body.status()));
   EXPECT_FALSE(c->closed());
 
   // A reply that comes after the deadline is dropped; the connection keeps working.
@@ -388,6 +391,7 @@ TEST_P(ConnectionTest, PeerCloseFailsPendingCallsAndRunsCloseHandler) {
   for (auto& r : calls) {
     absl::StatusOr<std::string> body = r.Get();
     EXPECT_EQ(body.status().code(), absl::StatusCode::kUnavailable) << body.status();
+    EXPECT_FALSE(IsPeerError(body.status()));
   }
   std::future<absl::Status> reason = closed.get_future();
   ASSERT_EQ(reason.wait_for(kWait), std::future_status::ready);
@@ -490,6 +494,7 @@ TEST_P(ConnectionTest, ReplyErrorDeliversCodeAndMessage) {
   absl::StatusOr<std::string> body = r.Get();
   EXPECT_EQ(body.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(body.status().message(), "no lease 'abc' on this node");
+  EXPECT_TRUE(IsPeerError(body.status()));  // the peer answered: it is not gone
   EXPECT_FALSE(c->closed());
 
   absl::StatusOr<std::string> unknown = CallSync(*c, proto::PUSH_TASK, proto::Empty(), 10s);
@@ -639,6 +644,108 @@ TEST_F(RawPeerTest, HeaderClaimingAHugeBodyDoesNotReserveItBeforeTheBytesArrive)
   RunUntilIdle();
   ASSERT_TRUE(close_reason_.has_value());
   EXPECT_EQ(close_reason_->code(), absl::StatusCode::kUnavailable) << *close_reason_;
+}
+
+// A Stream over a real socket that counts the bytes it moves and, once told, fails its
+// writes as a broken peer would: the shape of a metrics or fault-injection layer, which
+// goes under a Connection without the Connection knowing.
+class FaultyStream : public Stream {
+ public:
+  explicit FaultyStream(Socket socket) : inner_(std::move(socket)) {}
+  boost::asio::io_context& io() override { return inner_.io(); }
+  void AsyncReadSome(char* data, std::size_t size, Handler handler) override {
+    inner_.AsyncReadSome(data, size,
+                         [this, handler = std::move(handler)](const auto& ec, std::size_t n) {
+                           bytes_read += n;
+                           handler(ec, n);
+                         });
+  }
+  void AsyncWrite(const char* data, std::size_t size, Handler handler) override {
+    if (fail_writes) {
+      boost::asio::post(io(), [handler = std::move(handler)] {
+        handler(boost::asio::error::broken_pipe, 0);
+      });
+      return;
+    }
+    inner_.AsyncWrite(data, size,
+                      [this, handler = std::move(handler)](const auto& ec, std::size_t n) {
+                        bytes_written += n;
+                        handler(ec, n);
+                      });
+  }
+  ssize_t TryWrite(const char* data, std::size_t size) override {
+    if (fail_writes) return 0;  // left to AsyncWrite
+    ssize_t n = inner_.TryWrite(data, size);
+    if (n > 0) bytes_written += static_cast<std::size_t>(n);
+    return n;
+  }
+  void Shutdown() override { inner_.Shutdown(); }
+  void Close() override { inner_.Close(); }
+
+  std::size_t bytes_read = 0;
+  std::size_t bytes_written = 0;
+  bool fail_writes = false;
+
+ private:
+  SocketStream inner_;
+};
+
+TEST(StreamTest, AConnectionRunsOverAnyStreamAndItsWriteFailuresCloseIt) {
+  boost::asio::io_context io;
+  auto run = [&io] {
+    while (io.poll() > 0) {
+    }
+    io.restart();
+  };
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0) << std::strerror(errno);
+  const boost::asio::generic::stream_protocol unix_stream(AF_UNIX, 0);
+  auto server = Connection::Create(Socket(io, unix_stream, fds[1]), "client");
+  server->Start(
+      [](const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view body) {
+        proto::LeaseIdRequest req;
+        ASSERT_TRUE(req.ParseFromArray(body.data(), static_cast<int>(body.size())));
+        c->Reply(h, req);
+      },
+      nullptr);
+  auto owned = std::make_unique<FaultyStream>(Socket(io, unix_stream, fds[0]));
+  FaultyStream* stream = owned.get();
+  auto client = Connection::Create(std::move(owned), "server");
+  std::optional<absl::Status> closed;
+  client->Start(nullptr, [&](const std::shared_ptr<Connection>&, const absl::Status& reason) {
+    closed = reason;
+  });
+
+  std::optional<absl::StatusOr<std::string>> reply;
+  auto callback = [&](const absl::StatusOr<std::string_view>& r) {
+    reply = r.ok() ? absl::StatusOr<std::string>(std::string(*r)) : r.status();
+  };
+  client->Call(kEcho, Lease("one"), callback);
+  run();
+  ASSERT_TRUE(reply.has_value());
+  ASSERT_TRUE(reply->ok()) << reply->status();
+  EXPECT_EQ(**reply, LeaseBody("one"));
+  // Every byte went through the stream: one frame each way.
+  const std::size_t frame = kFrameHeaderBytes + LeaseBody("one").size();
+  EXPECT_EQ(stream->bytes_written, frame);
+  EXPECT_EQ(stream->bytes_read, frame);
+
+  stream->fail_writes = true;
+  reply.reset();
+  client->Call(kEcho, Lease("two"), callback);
+  run();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->status().code(), absl::StatusCode::kUnavailable) << reply->status();
+  EXPECT_NE(reply->status().message().find("write failed"), std::string::npos)
+      << reply->status();
+  EXPECT_FALSE(IsPeerError(reply->status()));
+  EXPECT_TRUE(client->closed());
+  ASSERT_TRUE(closed.has_value());
+  run();
+  EXPECT_TRUE(server->closed());  // the stream's shutdown reached the peer
+  client.reset();
+  server.reset();
+  run();
 }
 
 }  // namespace

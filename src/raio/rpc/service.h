@@ -135,7 +135,7 @@ class Service {
 
 // Wraps `on_reply(absl::StatusOr<Reply>)` as the Connection::ReplyCallback of a call of
 // method M: it parses the reply body (a malformed one is an Internal error naming the
-// method).
+// method, marked as the peer's: IsPeerError).
 template <proto::Method M, typename F>
 Connection::ReplyCallback TypedReply(F on_reply) {
   static_assert(MethodTraits<M>::kInfo.kind == CallKind::kUnary, "use Notify for one-way");
@@ -144,8 +144,8 @@ Connection::ReplyCallback TypedReply(F on_reply) {
     if (!body.ok()) return on_reply(absl::StatusOr<Reply>(body.status()));
     Reply reply;
     if (!reply.ParseFromArray(body->data(), static_cast<int>(body->size()))) {
-      return on_reply(absl::StatusOr<Reply>(absl::InternalError(
-          absl::StrCat("malformed ", std::string(MethodTraits<M>::kInfo.name), " reply"))));
+      return on_reply(absl::StatusOr<Reply>(PeerError(absl::InternalError(
+          absl::StrCat("malformed ", std::string(MethodTraits<M>::kInfo.name), " reply")))));
     }
     on_reply(absl::StatusOr<Reply>(std::move(reply)));
   };
@@ -169,8 +169,8 @@ absl::StatusOr<typename MethodTraits<M>::Reply> CallSync(
   if (!body.ok()) return body.status();
   typename MethodTraits<M>::Reply reply;
   if (!reply.ParseFromString(*body)) {
-    return absl::InternalError(
-        absl::StrCat("malformed ", std::string(MethodTraits<M>::kInfo.name), " reply"));
+    return PeerError(absl::InternalError(
+        absl::StrCat("malformed ", std::string(MethodTraits<M>::kInfo.name), " reply")));
   }
   return reply;
 }

@@ -160,18 +160,17 @@ void ActorSubmitter::Flush(Actor& actor) {
     suffix.Add(proto::PushActorTaskRequest::kSequenceFieldNumber, seq);
     if (call->attempt > 0)
       suffix.Add(proto::PushActorTaskRequest::kAttemptFieldNumber, call->attempt);
-    outbox_.Call(
-        actor.conn, proto::PUSH_ACTOR_TASK,
-        std::shared_ptr<const google::protobuf::MessageLite>(call, &call->request),
-        [this, id, incarnation, seq](const absl::StatusOr<std::string_view>& r) {
-          OnReply(id, incarnation, seq, r);
+    outbox_.Call<proto::PUSH_ACTOR_TASK>(
+        actor.conn, std::shared_ptr<const proto::PushActorTaskRequest>(call, &call->request),
+        [this, id, incarnation, seq](absl::StatusOr<proto::PushTaskReply> r) {
+          OnReply(id, incarnation, seq, std::move(r));
         },
-        std::nullopt, suffix);
+        rpc::DefaultDeadline(rpc::MethodTraits<proto::PUSH_ACTOR_TASK>::kInfo), suffix);
   }
 }
 
 void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t sequence,
-                             const absl::StatusOr<std::string_view>& reply) {
+                             absl::StatusOr<proto::PushTaskReply> reply) {
   OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
   auto it = actors_.find(id);
@@ -182,14 +181,21 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
   if (reply.ok()) {
     std::shared_ptr<Call> call = cit->second;
     actor.in_flight.erase(cit);
-    proto::PushTaskReply r;
-    if (!r.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
-      Fail(call, "malformed reply from the actor");
-      return;
-    }
     for (const auto& ref : call->held) objects_.RemoveTaskArgRef(ref);
     tasks_.AssertHeld();
-    tasks_.FinishFromReply(call->return_id, r, call->num_returns);
+    tasks_.FinishFromReply(call->return_id, *reply, call->num_returns);
+    return;
+  }
+  if (rpc::IsPeerError(reply.status())) {
+    // The actor's process answered: it refused or botched this call (sending it again
+    // would fail the same way); the actor and its other calls are fine.
+    std::shared_ptr<Call> call = cit->second;
+    actor.in_flight.erase(cit);
+    objects_.SettleOnBehalf(call->return_id, tasks_.self(), /*delivered=*/false);
+    Fail(call,
+         absl::StrCat("the actor could not run ", call->request.method_name(), ": ",
+                      reply.status().message()),
+         proto::SERIALIZATION);
     return;
   }
   // The actor's process is gone, and with it every call in flight on this connection

@@ -85,8 +85,11 @@ class ActorSubmitter {
   // A pooled connection closed: an actor reached through it waits for its next incarnation.
   void OnConnectionClosed(const std::shared_ptr<rpc::Connection>& conn);
   void Flush(Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A call's outcome. A transport failure means the actor's process is gone (every call
+  // in flight on its connection is handled then); the process's own error answer
+  // (rpc::IsPeerError) fails just that call.
   void OnReply(const ActorId& id, uint32_t incarnation, uint64_t sequence,
-               const absl::StatusOr<std::string_view>& reply);
+               absl::StatusOr<proto::PushTaskReply> reply);
   void Fail(const std::shared_ptr<Call>& call, const std::string& message,
             proto::ErrorType type = proto::ACTOR_DIED) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Completes `call` with `error` (dropping its references and any pending resolution).

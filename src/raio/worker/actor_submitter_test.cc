@@ -186,5 +186,37 @@ TEST_F(ActorSubmitterTest, CallsFailWithTheDeathCauseWhenTheActorDoesNotComeBack
   EXPECT_FALSE(node_.HasCall());
 }
 
+TEST_F(ActorSubmitterTest, AnErrorAnswerFailsThatCallOnlyAndTheActorGoesOn) {
+  const TaskId a = Call("A");
+  const TaskId b = Call("B");
+  loop_.RunUntilIdle();
+  node_.Take<proto::WAIT_ACTOR>()->Ok(FakeNode::Alive(w1_, 0, /*max_task_retries=*/-1));
+  loop_.RunUntilIdle();
+  auto push_a = w1_.Take<proto::PUSH_ACTOR_TASK>();
+  auto push_b = w1_.Take<proto::PUSH_ACTOR_TASK>();
+  ASSERT_TRUE(push_a && push_b);
+  // The process is alive and refuses A (as its service answers a request it cannot parse):
+  // A fails with that error, not retried, and nothing waits for a restart.
+  push_a->Error(absl::InvalidArgumentError("malformed PUSH_ACTOR_TASK request"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Result(a),
+            "error SERIALIZATION: the actor could not run A: malformed PUSH_ACTOR_TASK request");
+  EXPECT_FALSE(node_.HasCall());
+  EXPECT_FALSE(w1_.HasCall());
+  push_b->Ok(FakeWorker::Value("b"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Result(b), "b");
+  // The same connection takes the next call.
+  const TaskId c = Call("C");
+  loop_.RunUntilIdle();
+  auto push_c = w1_.Take<proto::PUSH_ACTOR_TASK>();
+  ASSERT_TRUE(push_c);
+  EXPECT_EQ(push_c->request.sequence(), push_b->request.sequence() + 1);
+  push_c->Ok(FakeWorker::Value("c"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Result(c), "c");
+  EXPECT_FALSE(node_.HasCall());
+}
+
 }  // namespace
 }  // namespace raio::worker

@@ -45,13 +45,15 @@ class Outbox {
             const rpc::FieldSuffix& suffix = {});
   // Typed: queues a request of method M, whose parsed reply (or failure) reaches
   // `on_reply(absl::StatusOr<Reply>)` on the loop thread; the deadline is the method's
-  // unless given (rpc/methods.h).
+  // unless given (rpc/methods.h); `suffix` as for the untyped Call.
   template <proto::Method M, typename F>
   void Call(std::shared_ptr<rpc::Connection> conn,
             std::shared_ptr<const typename rpc::MethodTraits<M>::Request> request, F on_reply,
             std::optional<std::chrono::milliseconds> deadline =
-                rpc::DefaultDeadline(rpc::MethodTraits<M>::kInfo)) {
-    Call(std::move(conn), M, std::move(request), rpc::TypedReply<M>(std::move(on_reply)), deadline);
+                rpc::DefaultDeadline(rpc::MethodTraits<M>::kInfo),
+            const rpc::FieldSuffix& suffix = {}) {
+    Call(std::move(conn), M, std::move(request), rpc::TypedReply<M>(std::move(on_reply)), deadline,
+         suffix);
   }
   // Queues a one-way frame.
   void Send(std::shared_ptr<rpc::Connection> conn, uint32_t method,

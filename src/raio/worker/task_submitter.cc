@@ -182,17 +182,16 @@ void TaskSubmitter::PushTask(const std::shared_ptr<LeaseState>& lease, TaskEntry
   std::shared_ptr<TaskEntry> entry = tasks_.at(t->task_id);
   rpc::FieldSuffix suffix;
   if (t->attempt > 0) suffix.Add(proto::PushTaskRequest::kAttemptFieldNumber, t->attempt);
-  outbox_.Call(
-      lease->conn, proto::PUSH_TASK,
-      std::shared_ptr<const google::protobuf::MessageLite>(entry, &entry->request),
-      [this, id = t->task_id, lease](const absl::StatusOr<std::string_view>& reply) {
-        OnPushReply(id, lease, reply);
+  outbox_.Call<proto::PUSH_TASK>(
+      lease->conn, std::shared_ptr<const proto::PushTaskRequest>(entry, &entry->request),
+      [this, id = t->task_id, lease](absl::StatusOr<proto::PushTaskReply> reply) {
+        OnPushReply(id, lease, std::move(reply));
       },
-      std::nullopt, suffix);
+      rpc::DefaultDeadline(rpc::MethodTraits<proto::PUSH_TASK>::kInfo), suffix);
 }
 
 void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseState>& lease,
-                                const absl::StatusOr<std::string_view>& reply) {
+                                absl::StatusOr<proto::PushTaskReply> reply) {
   OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
   TaskEntry* t = FindTask(id);
@@ -200,8 +199,19 @@ void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseSta
   --lease->in_flight;
   SchedulingClass* cls = t->cls;
   if (!reply.ok()) {
-    // References the dead attempt registered on our behalf will never be delivered.
+    // References the attempt registered on our behalf will never be delivered.
     objects_.SettleOnBehalf(t->return_id, self_, /*delivered=*/false);
+  }
+  if (!reply.ok() && rpc::IsPeerError(reply.status())) {
+    // The worker is alive and answered: this request is what failed (malformed, refused),
+    // and sending it again would fail the same way.
+    t->pushed_to.reset();
+    const std::string& fn = t->request.spec().function_name();
+    Fail(t, MakeError(proto::SERIALIZATION,
+                      absl::StrCat("the worker could not run ", fn, ": ", reply.status().message()),
+                      fn, node_id_hex_));
+    Dispatch(cls);
+    return;
   }
   if (!reply.ok() && !lease->dead) {
     // The worker is gone (crash, kill, exit), and its resources with it.
@@ -244,18 +254,12 @@ void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseSta
     return;
   }
   t->pushed_to.reset();
-  proto::PushTaskReply r;
-  if (!r.ParseFromArray(reply->data(), static_cast<int>(reply->size()))) {
-    Fail(t, MakeError(proto::SERIALIZATION, "malformed reply from worker",
-                      t->request.spec().function_name(), node_id_hex_));
-  } else {
-    double us = static_cast<double>(r.exec_duration_us());
-    cls->mean_exec_us = cls->mean_exec_us < 0 ? us : 0.8 * cls->mean_exec_us + 0.2 * us;
-    ObjectId return_id = t->return_id;
-    int num_returns = t->num_returns;
-    ReleaseTask(t);
-    FinishFromReply(return_id, r, num_returns);
-  }
+  double us = static_cast<double>(reply->exec_duration_us());
+  cls->mean_exec_us = cls->mean_exec_us < 0 ? us : 0.8 * cls->mean_exec_us + 0.2 * us;
+  ObjectId return_id = t->return_id;
+  int num_returns = t->num_returns;
+  ReleaseTask(t);
+  FinishFromReply(return_id, *reply, num_returns);
   Dispatch(cls);
 }
 

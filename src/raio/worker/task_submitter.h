@@ -149,8 +149,11 @@ class TaskSubmitter {
   void RequestLease(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
                     absl::StatusOr<proto::RequestWorkerLeaseReply> reply);
+  // A push's outcome. A transport failure means the worker is gone (retry or fail once
+  // the node says why); the worker's own error answer (rpc::IsPeerError: it refused the
+  // request, or its reply does not parse) fails just this task and keeps the lease.
   void OnPushReply(const TaskId& id, const std::shared_ptr<LeaseState>& lease,
-                   const absl::StatusOr<std::string_view>& reply);
+                   absl::StatusOr<proto::PushTaskReply> reply);
   // The node's answer to GET_WORKER_FAILURE_CAUSE for a lease's dead worker.
   void OnFailureCause(const std::shared_ptr<LeaseState>& lease,
                       absl::StatusOr<proto::WorkerFailureCause> reply);

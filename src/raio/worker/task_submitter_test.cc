@@ -220,6 +220,32 @@ TEST_F(TaskSubmitterTest, ATaskPipelinedBehindTheCrashedOneIsRequeuedWithoutUsin
   EXPECT_EQ(Result(tasks[1]), "1");
 }
 
+TEST_F(TaskSubmitterTest, AnErrorAnswerFromTheWorkerFailsThatTaskAndKeepsTheLease) {
+  FakeWorker& w1 = AddWorker("w1");
+  const TaskId t1 = Submit("f", /*max_retries=*/3);
+  loop_.RunUntilIdle();
+  node_.Take<proto::REQUEST_WORKER_LEASE>()->Ok(FakeNode::Granted(w1));
+  loop_.RunUntilIdle();
+  // The worker is alive and refuses the request (as its service answers one it cannot
+  // parse): the task fails with that error, without a retry or a question to the node.
+  w1.Take<proto::PUSH_TASK>()->Error(absl::InvalidArgumentError("malformed PUSH_TASK request"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Result(t1), "error SERIALIZATION: the worker could not run f: malformed PUSH_TASK "
+                        "request");
+  EXPECT_FALSE(node_.HasCall());
+  // The lease is still good: the next task goes to the same worker.
+  const TaskId t2 = Submit("f");
+  loop_.RunUntilIdle();
+  auto push = w1.Take<proto::PUSH_TASK>();
+  ASSERT_TRUE(push);
+  EXPECT_EQ(push->request.spec().task_id(), t2.Binary());
+  push->Ok(FakeWorker::Value("2"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Result(t2), "2");
+  EXPECT_THAT(log_.Take(), ElementsAre("node REQUEST_WORKER_LEASE", "w1 PUSH_TASK", "w1 PUSH_TASK"));
+  EXPECT_EQ(NumPendingTasks(), 0u);
+}
+
 TEST_F(TaskSubmitterTest, CancelWhileTheLeaseIsRequestedCancelsTheRequest) {
   const TaskId task = Submit("f");
   loop_.RunUntilIdle();
