@@ -228,11 +228,9 @@ void Connection::ReadMore() {
     }
     if (read_end_ == read_buf_.size()) read_buf_.resize(read_buf_.size() * 2);
   }
-  stream_->AsyncReadSome(
-      read_buf_.data() + read_end_, read_buf_.size() - read_end_,
-      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
-        self->OnRead(ec, n);
-      });
+  stream_->AsyncReadSome(read_buf_.data() + read_end_, read_buf_.size() - read_end_,
+                         [self = shared_from_this()](const boost::system::error_code& ec,
+                                                     std::size_t n) { self->OnRead(ec, n); });
 }
 
 void Connection::OnRead(const boost::system::error_code& ec, std::size_t n) {

@@ -662,9 +662,8 @@ class FaultyStream : public Stream {
   }
   void AsyncWrite(const char* data, std::size_t size, Handler handler) override {
     if (fail_writes) {
-      boost::asio::post(io(), [handler = std::move(handler)] {
-        handler(boost::asio::error::broken_pipe, 0);
-      });
+      boost::asio::post(
+          io(), [handler = std::move(handler)] { handler(boost::asio::error::broken_pipe, 0); });
       return;
     }
     inner_.AsyncWrite(data, size,
@@ -736,8 +735,7 @@ TEST(StreamTest, AConnectionRunsOverAnyStreamAndItsWriteFailuresCloseIt) {
   run();
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->status().code(), absl::StatusCode::kUnavailable) << reply->status();
-  EXPECT_NE(reply->status().message().find("write failed"), std::string::npos)
-      << reply->status();
+  EXPECT_NE(reply->status().message().find("write failed"), std::string::npos) << reply->status();
   EXPECT_FALSE(IsPeerError(reply->status()));
   EXPECT_TRUE(client->closed());
   ASSERT_TRUE(closed.has_value());

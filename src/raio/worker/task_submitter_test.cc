@@ -230,8 +230,9 @@ TEST_F(TaskSubmitterTest, AnErrorAnswerFromTheWorkerFailsThatTaskAndKeepsTheLeas
   // parse): the task fails with that error, without a retry or a question to the node.
   w1.Take<proto::PUSH_TASK>()->Error(absl::InvalidArgumentError("malformed PUSH_TASK request"));
   loop_.RunUntilIdle();
-  EXPECT_EQ(Result(t1), "error SERIALIZATION: the worker could not run f: malformed PUSH_TASK "
-                        "request");
+  EXPECT_EQ(Result(t1),
+            "error SERIALIZATION: the worker could not run f: malformed PUSH_TASK "
+            "request");
   EXPECT_FALSE(node_.HasCall());
   // The lease is still good: the next task goes to the same worker.
   const TaskId t2 = Submit("f");
@@ -242,7 +243,8 @@ TEST_F(TaskSubmitterTest, AnErrorAnswerFromTheWorkerFailsThatTaskAndKeepsTheLeas
   push->Ok(FakeWorker::Value("2"));
   loop_.RunUntilIdle();
   EXPECT_EQ(Result(t2), "2");
-  EXPECT_THAT(log_.Take(), ElementsAre("node REQUEST_WORKER_LEASE", "w1 PUSH_TASK", "w1 PUSH_TASK"));
+  EXPECT_THAT(log_.Take(),
+              ElementsAre("node REQUEST_WORKER_LEASE", "w1 PUSH_TASK", "w1 PUSH_TASK"));
   EXPECT_EQ(NumPendingTasks(), 0u);
 }
 
