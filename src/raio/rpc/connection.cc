@@ -63,8 +63,16 @@ void Connection::AppendFrameLocked(FrameKind kind, uint32_t method, uint64_t req
   if (!suffix.empty()) std::memcpy(p + size, suffix.data(), suffix.size());
 }
 
+FieldSuffix& FieldSuffix::AddEncoded(std::string_view fields) {
+  RAIO_CHECK(size_ + fields.size() <= kCapacity);
+  std::memcpy(buf_ + size_, fields.data(), fields.size());
+  size_ += fields.size();
+  return *this;
+}
+
 FieldSuffix& FieldSuffix::Add(int number, uint64_t value) {
   using google::protobuf::internal::WireFormatLite;
+  RAIO_CHECK(size_ + 15 <= kCapacity);  // a tag and a varint: at most 5 + 10 bytes
   auto* p = reinterpret_cast<uint8_t*>(buf_ + size_);
   uint8_t* end = WireFormatLite::WriteUInt64ToArray(number, value, p);
   size_ += static_cast<std::size_t>(end - p);

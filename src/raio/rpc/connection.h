@@ -33,16 +33,21 @@ class MessageLite;
 
 namespace raio::rpc {
 
-// Up to two varint fields, encoded to follow a serialized message (Connection::Call's
-// `suffix`): e.g. the attempt number of a queued PushTaskRequest.
+// Encoded fields to follow a serialized message (Connection::Call's `suffix`), at most
+// kCapacity bytes: e.g. the attempt number of a queued PushTaskRequest, or the caller's
+// address pre-encoded once as `spec { caller_address {...} }` (protobuf merges an embedded
+// message field that appears twice, so it lands inside the request's spec).
 class FieldSuffix {
  public:
-  // Appends field `number` with varint `value` (at most two fields).
+  static constexpr std::size_t kCapacity = 320;
+  // Appends field `number` with varint `value`.
   FieldSuffix& Add(int number, uint64_t value);
+  // Appends already-encoded fields.
+  FieldSuffix& AddEncoded(std::string_view fields);
   std::string_view view() const { return {buf_, size_}; }
 
  private:
-  char buf_[32];
+  char buf_[kCapacity];
   std::size_t size_ = 0;
 };
 

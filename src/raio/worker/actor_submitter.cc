@@ -157,6 +157,7 @@ void ActorSubmitter::Flush(Actor& actor) {
     uint32_t incarnation = actor.incarnation;
     // The request is not changed per push: sequence and attempt follow it as a suffix.
     rpc::FieldSuffix suffix;
+    suffix.AddEncoded(tasks_.actor_suffix());
     suffix.Add(proto::PushActorTaskRequest::kSequenceFieldNumber, seq);
     if (call->attempt > 0)
       suffix.Add(proto::PushActorTaskRequest::kAttemptFieldNumber, call->attempt);

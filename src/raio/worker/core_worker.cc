@@ -165,8 +165,7 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   if (shut_down_) throw InvalidUsageError("raio is shut down");
   if (!node_lost_.empty()) throw ClusterUnavailableError("the node daemon is gone: " + node_lost_);
   TaskId task_id = MakeTaskId(options_.worker_id, next_task_seq_++);
-  spec->set_task_id(task_id.Binary());
-  *spec->mutable_caller_address() = caller_address_;
+  spec->set_task_id(task_id.Binary());  // caller_address: added to each push (TaskSubmitter)
   task->task_id = task_id;
   task->return_id = MakeObjectId(task_id, 1);
   ObjectId id = task->return_id;

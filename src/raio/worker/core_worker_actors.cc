@@ -154,8 +154,7 @@ ObjectId CoreWorker::SubmitActorTask(const ActorId& actor, const std::string& me
   OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) throw InvalidUsageError("raio is shut down");
   TaskId task_id = MakeTaskId(options_.worker_id, next_task_seq_++);
-  spec->set_task_id(task_id.Binary());
-  *spec->mutable_caller_address() = caller_address_;
+  spec->set_task_id(task_id.Binary());  // caller_address: added to each push (TaskSubmitter)
   ObjectId id = MakeObjectId(task_id, 1);
   for (int i = 0; i < num_returns; ++i) {
     objects_.Create(internal::NthReturnId(id, static_cast<uint32_t>(i)), /*local_refs=*/1);

@@ -42,6 +42,7 @@ absl::Status CoreWorker::StartOwnerService() {
   caller_address_.set_worker_id(options_.worker_id.Binary());
   caller_address_.set_unix_socket(path);
   owner_address_ = caller_address_.SerializeAsString();
+  submitter_.SetCallerAddress(caller_address_);
   auto l =
       rpc::Listener::ListenUnix(loop_.io(), path, [this](std::shared_ptr<rpc::Connection> conn) {
         conn->Start(

@@ -56,6 +56,18 @@ TaskSubmitter::TaskSubmitter(raio::Mutex& mu, Outbox& outbox, rpc::ConnectionPoo
 
 TaskSubmitter::~TaskSubmitter() = default;
 
+void TaskSubmitter::SetCallerAddress(const proto::Address& address) {
+  proto::PushTaskRequest task;
+  *task.mutable_spec()->mutable_caller_address() = address;
+  task_suffix_ = task.SerializeAsString();
+  proto::PushActorTaskRequest actor;
+  *actor.mutable_spec()->mutable_caller_address() = address;
+  actor_suffix_ = actor.SerializeAsString();
+  // Leaves room for the attempt and sequence fields.
+  RAIO_CHECK(std::max(task_suffix_.size(), actor_suffix_.size()) + 30 <=
+             rpc::FieldSuffix::kCapacity);
+}
+
 TaskEntry* TaskSubmitter::FindTask(const TaskId& id) {
   auto it = tasks_.find(id);
   return it == tasks_.end() ? nullptr : it->second.get();
@@ -147,9 +159,9 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
     }
     if (!best) break;
     if (best->in_flight > 0 && cls->queue.size() <= max_requests) break;
-    TaskEntry* t = FindTask(cls->queue.front());
+    auto it = tasks_.find(cls->queue.front());
     cls->queue.pop_front();
-    if (t != nullptr) PushTask(best, t);
+    if (it != tasks_.end()) PushTask(best, it->second);
   }
   if (!cls->queue.empty()) {
     std::size_t wanted =
@@ -173,14 +185,17 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
   }
 }
 
-void TaskSubmitter::PushTask(const std::shared_ptr<LeaseState>& lease, TaskEntry* t) {
+void TaskSubmitter::PushTask(const std::shared_ptr<LeaseState>& lease,
+                             const std::shared_ptr<TaskEntry>& entry) {
+  TaskEntry* t = entry.get();
   ++lease->in_flight;
   t->pushed_to = lease;
   t->push_seq = lease->next_push_seq++;
   // Sent after the mutex is released; the entry stays alive until then even if the task
-  // is failed meanwhile. The request itself never changes: the attempt goes in a suffix.
-  std::shared_ptr<TaskEntry> entry = tasks_.at(t->task_id);
+  // is failed meanwhile. The request itself never changes: the caller's address and the
+  // attempt go in a suffix.
   rpc::FieldSuffix suffix;
+  suffix.AddEncoded(task_suffix_);
   if (t->attempt > 0) suffix.Add(proto::PushTaskRequest::kAttemptFieldNumber, t->attempt);
   outbox_.Call<proto::PUSH_TASK>(
       lease->conn, std::shared_ptr<const proto::PushTaskRequest>(entry, &entry->request),

@@ -134,6 +134,14 @@ class TaskSubmitter {
 
   // This process's worker id.
   const WorkerId& self() const { return self_; }
+  // Where this process is reached (its owner service), set once before the first submit:
+  // every push carries it as the spec's caller_address. It is not copied into each stored
+  // spec; it follows each push pre-encoded (task_suffix(), actor_suffix()), which saves
+  // an Address copy, its serialization and its strings per task.
+  void SetCallerAddress(const proto::Address& address);
+  // `spec { caller_address }` encoded as fields of PushTaskRequest / PushActorTaskRequest.
+  const std::string& task_suffix() const { return task_suffix_; }
+  const std::string& actor_suffix() const { return actor_suffix_; }
   // Tells the thread-safety analysis that the caller holds the CoreWorker's mutex, which
   // this class knows by reference as `mu_` (the analysis cannot see the alias).
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) { mu_.AssertHeld(); }
@@ -144,7 +152,7 @@ class TaskSubmitter {
   TaskEntry* FindTask(const TaskId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(TaskEntry* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PushTask(const std::shared_ptr<LeaseState>& lease, TaskEntry* task)
+  void PushTask(const std::shared_ptr<LeaseState>& lease, const std::shared_ptr<TaskEntry>& task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequestLease(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
@@ -193,6 +201,8 @@ class TaskSubmitter {
   std::shared_ptr<rpc::Connection> node_;
   const std::string node_id_hex_;
   const WorkerId self_;
+  std::string task_suffix_;   // set once, before any push
+  std::string actor_suffix_;  // set once, before any push
   std::map<std::string, std::unique_ptr<SchedulingClass>> classes_ ABSL_GUARDED_BY(mu_);
   // Every task not yet completed, by id (queues, leases and the resolver refer to tasks
   // by id; an id missing here is a task that completed). Shared with the outbox until

@@ -220,6 +220,41 @@ TEST_F(TaskSubmitterTest, ATaskPipelinedBehindTheCrashedOneIsRequeuedWithoutUsin
   EXPECT_EQ(Result(tasks[1]), "1");
 }
 
+TEST_F(TaskSubmitterTest, EveryPushCarriesTheCallersAddressInItsSpec) {
+  proto::Address me;
+  me.set_ip("10.0.0.7");
+  me.set_port(4321);
+  me.set_worker_id(self_.Binary());
+  me.set_unix_socket(std::string(100, 's'));  // near the longest a socket path can be
+  submitter_.SetCallerAddress(me);
+  FakeWorker& w1 = AddWorker("w1");
+  FakeWorker& w2 = AddWorker("w2");
+  const TaskId task = Submit("f", /*max_retries=*/1);
+  loop_.RunUntilIdle();
+  node_.Take<proto::REQUEST_WORKER_LEASE>()->Ok(FakeNode::Granted(w1));
+  loop_.RunUntilIdle();
+  auto first = w1.Take<proto::PUSH_TASK>();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->request.spec().caller_address().SerializeAsString(), me.SerializeAsString());
+  EXPECT_EQ(first->request.spec().function_name(), "f");  // merged into the spec, not over it
+  EXPECT_EQ(first->request.spec().task_id(), task.Binary());
+  EXPECT_EQ(first->request.attempt(), 0u);
+  // The retry carries it too, with the next attempt number.
+  w1.Crash();
+  loop_.RunUntilIdle();
+  node_.Take<proto::GET_WORKER_FAILURE_CAUSE>()->Ok(FakeNode::CrashedRunning(task.Binary()));
+  loop_.RunUntilIdle();
+  node_.Take<proto::REQUEST_WORKER_LEASE>()->Ok(FakeNode::Granted(w2));
+  loop_.RunUntilIdle();
+  auto second = w2.Take<proto::PUSH_TASK>();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->request.spec().caller_address().SerializeAsString(), me.SerializeAsString());
+  EXPECT_EQ(second->request.attempt(), 1u);
+  second->Ok(FakeWorker::Value("v"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Result(task), "v");
+}
+
 TEST_F(TaskSubmitterTest, AnErrorAnswerFromTheWorkerFailsThatTaskAndKeepsTheLease) {
   FakeWorker& w1 = AddWorker("w1");
   const TaskId t1 = Submit("f", /*max_retries=*/3);
