@@ -317,18 +317,28 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_obj
                     std::min<std::chrono::microseconds>(config::get_spin_us(),
                                                         timeout.value_or(config::get_spin_us()));
   std::vector<bool> ready(ids.size(), false);
+  // Readiness only grows (a freed object counts as ready), so each pass looks only at the
+  // objects still pending: a wake per completion would otherwise rescan every id.
+  std::vector<std::size_t> pending(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) pending[i] = i;
+  int n = 0;
   bool blocked = false;
   OutboxLock lock(&mu_, &outbox_);
   while (true) {
     if (shut_down_) throw InvalidUsageError("raio is shut down");
-    int n = 0;
-    for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::size_t still = 0;
+    for (std::size_t i : pending) {
       ObjectEntry* e = objects_.Find(ids[i]);
       if (e != nullptr && e->borrowed && !e->ready) FetchBorrowedLocked(ids[i], *e);
       // An unknown object can never become ready here: count it as ready (Get reports it).
-      ready[i] = (e == nullptr) || e->ready;
-      n += ready[i] ? 1 : 0;
+      if (e == nullptr || e->ready) {
+        ready[i] = true;
+        ++n;
+      } else {
+        pending[still++] = i;
+      }
     }
+    pending.resize(still);
     if (n >= num_objects) break;
     if (WaitForCompletionLocked(spin_until, deadline, &blocked)) break;
   }

@@ -194,11 +194,9 @@ void ObjectTable::SettleOnBehalf(const ObjectId& task_return, const WorkerId& se
 void ObjectTable::MaybeFree(Map::iterator it) {
   const ObjectEntry& e = it->second;
   if (e.local_refs > 0 || e.task_arg_refs > 0 || !e.borrowers.empty()) return;
-  ObjectId id = it->first;
-  ObjectEntry gone = std::move(it->second);
-  objects_.erase(it);
-  if (callbacks_.on_free) callbacks_.on_free(id, gone);
-  for (const auto& c : gone.contained) RemoveLocalRef(c);
+  auto node = objects_.extract(it);  // the entry itself, not a copy
+  if (callbacks_.on_free) callbacks_.on_free(node.key(), node.mapped());
+  for (const auto& c : node.mapped().contained) RemoveLocalRef(c);
 }
 
 }  // namespace raio::worker

@@ -21,6 +21,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "absl/container/flat_hash_map.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/ids.h"
 #include "raio/common/mutex.h"
@@ -206,8 +207,9 @@ class TaskSubmitter {
   std::map<std::string, std::unique_ptr<SchedulingClass>> classes_ ABSL_GUARDED_BY(mu_);
   // Every task not yet completed, by id (queues, leases and the resolver refer to tasks
   // by id; an id missing here is a task that completed). Shared with the outbox until
-  // a push is sent.
-  std::unordered_map<TaskId, std::shared_ptr<TaskEntry>, TaskId::Hasher> tasks_
+  // a push is sent. Open addressing: at 10,000s of tasks in flight its lookups (four per
+  // task) are cache misses, fewer than a node-based map's.
+  absl::flat_hash_map<TaskId, std::shared_ptr<TaskEntry>, TaskId::Hasher> tasks_
       ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
