@@ -30,8 +30,8 @@ std::shared_ptr<const proto::ErrorInfo> InlineArgumentsTooLarge(const std::strin
                                                                 std::size_t bytes) {
   return MakeError(proto::INVALID_USAGE,
                    absl::StrCat("the arguments of ", what, " take ", bytes,
-                                " bytes inline (objects under 100 KiB are copied into the "
-                                "request), above the limit of ",
+                                " bytes inline (objects under ", config::max_inline_object_bytes(),
+                                " bytes are copied into the request), above the limit of ",
                                 config::max_request_bytes(),
                                 " bytes for one request; pass fewer or larger objects"),
                    fn);
@@ -117,8 +117,8 @@ void TaskSubmitter::OnResolved(const TaskId& id, ResolvedArgs resolved) {
     (*args)[index] = std::move(arg);
   }
   // Small objects of ObjectRef arguments were copied in; the request must fit one frame.
-  // Only lists of refs can add up to that (each object is under 100 KiB), so other tasks
-  // skip the size computation.
+  // Only lists of refs can add up to that (each object is under max_inline_object_bytes),
+  // so other tasks skip the size computation.
   if (std::size_t bytes = has_list ? t->request.ByteSizeLong() : 0;
       bytes > config::max_request_bytes()) {
     const std::string& fn = t->request.spec().function_name();
