@@ -16,6 +16,7 @@
 // records it in $TMPDIR/raio/current_cluster (address, pid, log file); `stop` and
 // `status` find the cluster there unless --address or RAIO_ADDRESS says otherwise
 // ("auto" also means the recorded cluster). Usage errors exit 2.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
 #include <signal.h>
@@ -653,7 +654,20 @@ int main(int argc, char** argv) {
   std::string resources_json;
   auto* start = app.add_subcommand("start", "start a standalone cluster (head + node)");
   start->add_flag("--head", head, "start the head (required: joining nodes comes later)");
-  start->add_option("--host", start_options.host, "address to listen on")->capture_default_str();
+  // An IP literal (the listener binds it); checked here so that a bad one is a usage error.
+  auto ip_address = CLI::Validator(
+      [](std::string& s) -> std::string {
+        unsigned char buf[sizeof(struct in6_addr)];
+        if (::inet_pton(AF_INET, s.c_str(), buf) == 1 ||
+            ::inet_pton(AF_INET6, s.c_str(), buf) == 1) {
+          return "";
+        }
+        return "not an IPv4 or IPv6 address: " + s;
+      },
+      "IP");
+  start->add_option("--host", start_options.host, "address to listen on")
+      ->capture_default_str()
+      ->check(ip_address);
   start->add_option("--port", start_options.port, "TCP port of the head (0 = any free)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));

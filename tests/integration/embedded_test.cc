@@ -463,8 +463,10 @@ TEST(LifecycleTest, UnreachableAddressFailsFast) {
   EXPECT_THROW(raio::Init(options), raio::ClusterUnavailableError);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   EXPECT_FALSE(raio::IsInitialized());
+  // Not an address at all: a usage error, not an unreachable cluster.
   options.address = "not-an-address";
-  EXPECT_THROW(raio::Init(options), raio::ClusterUnavailableError);
+  EXPECT_THROW(raio::Init(options), raio::InvalidUsageError);
+  EXPECT_FALSE(raio::IsInitialized());
 }
 
 TEST(LifecycleTest, NoWorkerProcessesOutliveShutdown) {

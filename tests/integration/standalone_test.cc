@@ -322,7 +322,8 @@ TEST_F(StandaloneTest, StartRejectsBadNumbers) {
        {"--num-cpus -1", "--num-cpus nan", "--num-gpus -2", "--memory -5", "--port 70000",
         "--port -1", "--resources '{\"slot\": -1}'", "--resources '{\"CPU\": 2}'",
         "--object-store-memory 10", "--memory-usage-threshold 1.5", "--memory-usage-threshold 0",
-        "--memory-usage-threshold-bytes 0", "--bogus", "--num-cpus"}) {
+        "--memory-usage-threshold-bytes 0", "--bogus", "--num-cpus", "--host 999.1.1.1",
+        "--host localhost"}) {
     // A private TMPDIR, so the refusal is about the flags, not the running cluster.
     std::filesystem::create_directories(dir_ / "other");
     auto r = RunCommand("TMPDIR=" + (dir_ / "other").string() + " " + RAIO_CLI_PATH +

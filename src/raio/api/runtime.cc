@@ -206,6 +206,9 @@ std::string ResolveAutoAddress() {
 void JoinCluster(DriverRuntime& rt, const std::string& address, const std::string& ns) {
   rt.loop = std::make_unique<EventLoop>("raio-driver", config::loop_spin_us());
   auto head = rpc::ConnectTcp(rt.loop->io(), address, config::connect_timeout_ms());
+  if (!head.ok() && head.status().code() == absl::StatusCode::kInvalidArgument) {
+    throw InvalidUsageError(absl::StrCat("raio::Init: ", head.status().message()));
+  }
   if (!head.ok()) {
     throw ClusterUnavailableError(
         absl::StrCat("cannot reach a raio cluster at ", address, ": ", head.status().message(),
