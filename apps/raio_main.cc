@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "raio/actor.pb.h"
 #include "raio/api/local_cluster.h"
 #include "raio/common/config.h"
@@ -737,6 +738,22 @@ int main(int argc, char** argv) {
   list_actors->add_option("--address", address,
                           "head address host:port, or auto (the cluster `raio start` recorded)");
   list_actors->add_flag("--json", json, "print JSON");
+  // CLI11 reports a word that names no subcommand as "A subcommand is required": name it.
+  auto unknown_word = [](CLI::App* parent, const char* word, const std::string& what) {
+    if (word[0] == '-') return false;
+    std::vector<std::string> names;
+    for (CLI::App* sub : parent->get_subcommands([](CLI::App*) { return true; })) {
+      if (sub->get_name() == word) return false;
+      names.push_back(sub->get_name());
+    }
+    std::cerr << what << ": unknown command '" << word
+              << "'; expected one of: " << absl::StrJoin(names, ", ") << "\n";
+    return true;
+  };
+  if (argc > 1 && unknown_word(&app, argv[1], "raio")) return 2;
+  if (argc > 2 && std::string(argv[1]) == "list" && unknown_word(list, argv[2], "raio list")) {
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

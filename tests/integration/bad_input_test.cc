@@ -342,7 +342,7 @@ TEST_F(BadInputTest, DemandsNoNodeCanMeetFailAtGetNamingDemandAndCluster) {
   auto start = std::chrono::steady_clock::now();
   std::string msg = ErrorOf<raio::UnschedulableError>(
       [] { raio::Task(Add).SetResource("TPU", 1).Remote(1, 2).Get(10s); });
-  EXPECT_TRUE(Mentions(msg, {"TPU: 1", "CPU: 2", "GPU: 2", "slot: 1"}));
+  EXPECT_TRUE(Mentions(msg, {"run Add", "TPU: 1", "CPU: 2", "GPU: 2", "slot: 1"}));
   msg = ErrorOf<raio::UnschedulableError>(
       [] { raio::Task(Add).SetResource("GPU", 3).Remote(1, 2).Get(10s); });
   EXPECT_TRUE(Mentions(msg, {"GPU: 3", "GPU: 2"}));
@@ -356,7 +356,7 @@ TEST_F(BadInputTest, DemandsNoNodeCanMeetFailAtGetNamingDemandAndCluster) {
   // An actor no node can host fails at creation.
   msg = ErrorOf<raio::UnschedulableError>(
       [] { raio::Actor(Sink::Create).SetResource("GPU", 8).Remote(); });
-  EXPECT_TRUE(Mentions(msg, {"GPU"}));
+  EXPECT_TRUE(Mentions(msg, {"actor", "Sink", "GPU: 8"}));
   ExpectClusterWorks();
 }
 

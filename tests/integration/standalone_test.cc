@@ -338,6 +338,17 @@ TEST_F(StandaloneTest, StartRejectsBadNumbers) {
   }
   auto none = RunCommand(RAIO_CLI_PATH);  // no subcommand
   EXPECT_EQ(none.exit_code, 2) << none.output;
+  // A word that is no subcommand is named, with the ones there are.
+  auto bogus = RunCommand(std::string(RAIO_CLI_PATH) + " bogus --x");
+  EXPECT_EQ(bogus.exit_code, 2) << bogus.output;
+  EXPECT_NE(bogus.output.find("unknown command 'bogus'; expected one of: start, stop"),
+            std::string::npos)
+      << bogus.output;
+  auto kind = RunCommand(std::string(RAIO_CLI_PATH) + " list foo");
+  EXPECT_EQ(kind.exit_code, 2) << kind.output;
+  EXPECT_NE(kind.output.find("raio list: unknown command 'foo'; expected one of: objects, actors"),
+            std::string::npos)
+      << kind.output;
   // The running cluster is untouched.
   EXPECT_TRUE(Status().is_object());
 }

@@ -56,8 +56,9 @@ void ActorManager::RegisterHandlers(rpc::Service& service, JobOf job_of) {
     if (!demand.ok()) return conn->ReplyError(h, demand.status());
     if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
       conn->ReplyError(h, absl::ResourceExhaustedError(absl::StrCat(
-                              "no node can ever hold an actor demanding ", demand->ToString(), " (",
-                              f.message(), "); cluster resources: ", cluster_description_())));
+                              "no node can ever hold actor ", spec.class_name(), ", which demands ",
+                              demand->ToString(), " (", f.message(),
+                              "); cluster resources: ", cluster_description_())));
       return;
     }
     if (!spec.name().empty()) {

@@ -480,8 +480,8 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
   if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
     proto::RequestWorkerLeaseReply reply;
     reply.set_result(proto::RequestWorkerLeaseReply::INFEASIBLE);
-    reply.set_message(absl::StrCat("no node can ever run a task demanding ", demand->ToString(),
-                                   " (", f.message(),
+    reply.set_message(absl::StrCat("no node can ever run ", req.function_name(),
+                                   ", a task demanding ", demand->ToString(), " (", f.message(),
                                    "); cluster resources: ", ClusterDescription()));
     conn->Reply(h, reply);
     return;
