@@ -18,7 +18,6 @@
 // ("auto" also means the recorded cluster). Usage errors exit 2.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <google/protobuf/util/json_util.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -40,6 +39,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "inspect.h"
 #include "raio/actor.pb.h"
 #include "raio/api/local_cluster.h"
 #include "raio/common/config.h"
@@ -253,18 +253,6 @@ int Start(const raio::api::LocalClusterOptions& options, bool block) {
 
 // --address, else RAIO_ADDRESS, else the cluster `raio start` recorded on this machine;
 // "auto" (as drivers accept it) also means the recorded cluster. "" when there is none.
-std::string ResolveAddress(const std::string& flag) {
-  std::string given = flag;
-  if (given.empty()) {
-    if (const char* env = std::getenv("RAIO_ADDRESS"); env && *env) given = env;
-  }
-  if (!given.empty() && given != "auto") return given;
-  if (auto j = ReadClusterFile(); j && DaemonAlive(*j)) {
-    return (*j)["address"].get<std::string>();
-  }
-  return "";
-}
-
 int Stop() {
   auto j = ReadClusterFile();
   if (!j || !DaemonAlive(*j)) {
@@ -299,333 +287,6 @@ int Stop() {
   return 0;
 }
 
-// Sends one request to the head and parses the reply; prints errors as `what: ...`.
-bool CallHead(const std::string& address_flag, const char* what, uint32_t method,
-              google::protobuf::Message* reply_out) {
-  std::string address = ResolveAddress(address_flag);
-  if (address.empty()) {
-    std::cerr << what << ": no cluster found (pass --address or set RAIO_ADDRESS)\n";
-    return false;
-  }
-  raio::EventLoop loop("raio-cli");
-  auto conn = raio::rpc::ConnectTcp(loop.io(), address, raio::config::connect_timeout_ms());
-  if (!conn.ok()) {
-    std::cerr << what << ": " << conn.status().message() << "\n";
-    return false;
-  }
-  (*conn)->Start(nullptr, nullptr);
-  loop.Start();
-  auto reply = raio::rpc::CallSync(**conn, method, raio::proto::Empty(),
-                                   raio::config::control_rpc_timeout_ms());
-  (*conn)->Close(absl::CancelledError("done"));
-  if (!reply.ok() || !reply_out->ParseFromString(*reply)) {
-    std::cerr << what << ": "
-              << (reply.ok() ? "malformed reply" : std::string(reply.status().message())) << "\n";
-    return false;
-  }
-  return true;
-}
-
-std::string ToJson(const google::protobuf::Message& m) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.always_print_primitive_fields = true;
-  opts.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
-  return out;
-}
-
-const char* ActorStateName(raio::proto::ActorState s) {
-  switch (s) {
-    case raio::proto::ACTOR_PENDING:
-      return "PENDING";
-    case raio::proto::ACTOR_ALIVE:
-      return "ALIVE";
-    case raio::proto::ACTOR_RESTARTING:
-      return "RESTARTING";
-    case raio::proto::ACTOR_DEAD:
-      return "DEAD";
-    default:
-      return "?";
-  }
-}
-
-void PrintActors(const raio::proto::ActorList& list) {
-  std::printf("%-32s  %-10s  %-20s  %-20s  %-16s  %8s  %s\n", "ACTOR ID", "STATE", "NAME", "CLASS",
-              "NODE", "RESTARTS", "DEATH CAUSE");
-  for (const auto& a : list.actors()) {
-    std::string name = a.name().empty() ? "-" : a.namespace_() + "/" + a.name();
-    std::printf("%-32s  %-10s  %-20s  %-20s  %-16s  %8u  %s\n",
-                raio::ActorId::FromBinary(a.actor_id()).Hex().c_str(), ActorStateName(a.state()),
-                name.c_str(), a.class_name().c_str(), a.node_id().c_str(), a.num_restarts(),
-                a.death_cause().empty() ? "-" : a.death_cause().c_str());
-  }
-}
-
-std::string Fmt(const std::string& name, double v) {
-  char buf[64];
-  if (name == "memory") {
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", v / (1024.0 * 1024 * 1024));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%g", v);
-  }
-  return buf;
-}
-
-// "{CPU: 1, slot: 1}", names sorted (a protobuf map has no order).
-std::string FormatDemand(const raio::proto::ResourceSet& demand) {
-  std::map<std::string, double> sorted(demand.amounts().begin(), demand.amounts().end());
-  std::string out = "{";
-  for (const auto& [k, v] : sorted) {
-    out += (out.size() > 1 ? ", " : "") + k + ": " + Fmt(k, v);
-  }
-  return out + "}";
-}
-
-// Tasks of one scheduling class (job, demand, function) waiting for a lease on a node.
-struct PendingGroup {
-  uint32_t job_id = 0;
-  std::string function_name;
-  std::string demand;
-  std::size_t requests = 0;
-  uint32_t latest_backlog = 0;  // the owner's queue length when it sent its latest request
-  std::size_t Waiting() const {
-    // An owner keeps min(queued tasks, max_pending_lease_requests_per_class) lease requests
-    // open per class, and each request's `backlog` is the owner's queue length when it
-    // was sent: a snapshot that includes the tasks the class's other requests will run
-    // and that does not shrink as they are granted. So summing backlogs over-counts, and
-    // so does their maximum; below the cap each open request stands for one waiting
-    // task. At the cap, more may wait than there are requests: the latest snapshot is
-    // the best figure the node has. Old owners send backlog 0: count the requests.
-    if (latest_backlog == 0 ||
-        requests < static_cast<std::size_t>(raio::config::max_pending_lease_requests_per_class())) {
-      return requests;
-    }
-    return std::max<std::size_t>(requests, latest_backlog);
-  }
-};
-
-// Groups a node's pending lease requests by job + demand + function, in the order the
-// node received them (so the last request of a group carries the freshest backlog).
-std::vector<PendingGroup> GroupPendingLeases(const raio::proto::NodeStats& node) {
-  std::vector<PendingGroup> groups;
-  for (const auto& p : node.pending_leases()) {
-    std::string demand = FormatDemand(p.demand());
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const PendingGroup& g) {
-      return g.job_id == p.job_id() && g.function_name == p.function_name() && g.demand == demand;
-    });
-    if (it == groups.end()) {
-      it = groups.insert(groups.end(), PendingGroup{p.job_id(), p.function_name(), demand});
-    }
-    ++it->requests;
-    it->latest_backlog = p.backlog();
-  }
-  return groups;
-}
-
-// At most this many workers are listed one per line per node; the rest are only counted.
-constexpr int kMaxWorkersListed = 20;
-
-int Status(const std::string& address_flag, bool json) {
-  std::string address = ResolveAddress(address_flag);
-  if (address.empty()) {
-    std::cerr << "raio status: no cluster found (start one with `raio start --head`, or pass "
-                 "--address / RAIO_ADDRESS)\n";
-    return 1;
-  }
-  raio::proto::ClusterStatus status;
-  if (!CallHead(address, "raio status", raio::proto::GET_CLUSTER_STATUS, &status)) return 1;
-  if (json) {
-    std::cout << ToJson(status) << "\n";
-    return 0;
-  }
-  // The cluster's values, so that figures below read as the nodes meant them (e.g. the
-  // lease requests an owner keeps open per class).
-  (void)raio::config::ApplyOverrides(
-      std::map<std::string, std::string>(status.system_config().begin(),
-                                         status.system_config().end()),
-      "the head's configuration");
-  std::map<std::string, double> total, available;
-  std::size_t pending_tasks = 0;
-  std::cout << "======== raio cluster " << address << " ========\n";
-  std::cout << "Nodes: " << status.nodes_size() << "\n";
-  for (const auto& n : status.nodes()) {
-    std::map<std::string, int> states;
-    for (const auto& w : n.workers()) ++states[w.state()];
-    std::cout << "  node " << n.node_id() << "  " << n.address()
-              << "\n    workers: " << n.workers_size();
-    for (const auto& [s, c] : states) std::cout << "  " << s << "=" << c;
-    std::cout << "\n";
-    for (int i = 0; i < n.workers_size() && i < kMaxWorkersListed; ++i) {
-      const auto& w = n.workers(i);
-      std::printf("      %-8s  pid %-7d  job %u\n", w.state().c_str(), w.pid(), w.job_id());
-    }
-    if (n.workers_size() > kMaxWorkersListed) {
-      std::printf("      ... and %d more\n", n.workers_size() - kMaxWorkersListed);
-    }
-    for (const auto& [k, v] : n.total().amounts()) total[k] += v;
-    for (const auto& [k, v] : n.available().amounts()) available[k] += v;
-    for (const auto& g : GroupPendingLeases(n)) pending_tasks += g.Waiting();
-  }
-  std::cout << "Resources (in use / total):\n";
-  for (const auto& [k, v] : total) {
-    std::cout << "  " << k << ": " << Fmt(k, v - available[k]) << " / " << Fmt(k, v) << "\n";
-  }
-  uint64_t store_objects = 0, store_used = 0, store_capacity = 0, spilled = 0, spilled_bytes = 0;
-  for (const auto& n : status.nodes()) {
-    store_objects += n.object_store().num_objects();
-    store_used += n.object_store().used_bytes();
-    store_capacity += n.object_store().capacity_bytes();
-    spilled += n.object_store().num_spilled();
-    spilled_bytes += n.object_store().spilled_bytes();
-  }
-  std::cout << "Object store: " << store_objects << " objects, " << Fmt("memory", store_used)
-            << " / " << Fmt("memory", store_capacity) << " used, " << spilled << " spilled ("
-            << Fmt("memory", spilled_bytes) << ")\n";
-  std::cout << "Pending tasks: " << pending_tasks << "\n";
-  for (const auto& n : status.nodes()) {
-    for (const auto& g : GroupPendingLeases(n)) {
-      std::cout << "  waiting for resources: job " << g.job_id << " " << g.function_name
-                << " demand " << g.demand << " (" << g.Waiting() << " waiting)\n";
-    }
-  }
-  raio::proto::ActorList actors;
-  if (CallHead(address, "raio status", raio::proto::LIST_CLUSTER_ACTORS, &actors)) {
-    std::map<std::string, int> by_state;
-    for (const auto& a : actors.actors()) ++by_state[ActorStateName(a.state())];
-    std::cout << "Actors: " << actors.actors_size();
-    for (const auto& [state, n] : by_state) std::cout << "  " << state << "=" << n;
-    std::cout << "\n";
-    int waiting = 0;
-    for (const auto& a : actors.actors()) waiting += a.waiting_for_resources() ? 1 : 0;
-    std::cout << "Pending actors: " << waiting << "\n";
-    for (const auto& a : actors.actors()) {
-      if (!a.waiting_for_resources()) continue;
-      std::cout << "  waiting for resources: job " << a.job_id() << " actor " << a.class_name()
-                << (a.name().empty() ? "" : " '" + a.name() + "'") << " "
-                << raio::ActorId::FromBinary(a.actor_id()).Hex() << " ("
-                << ActorStateName(a.state()) << ") demand " << FormatDemand(a.resources()) << "\n";
-    }
-    if (actors.actors_size() > 0) PrintActors(actors);
-  }
-  std::cout << "Jobs:\n";
-  for (const auto& j : status.jobs()) {
-    std::cout << "  job " << j.job_id() << "  " << j.state() << "  pid " << j.driver_pid() << "  "
-              << j.executable() << "\n";
-  }
-  std::map<std::string, std::string> changed = raio::config::NonDefaultValues();
-  std::cout << "System config: " << (changed.empty() ? "all defaults" : "") << "\n";
-  for (const auto& [name, value] : changed) std::cout << "  " << name << " = " << value << "\n";
-  return 0;
-}
-
-// Word-wraps `text` at `width` columns, each line after `indent` spaces.
-std::string Wrap(std::string_view text, std::size_t indent, std::size_t width) {
-  std::string out, line;
-  auto flush = [&] {
-    out += std::string(indent, ' ') + line + "\n";
-    line.clear();
-  };
-  std::size_t at = 0;
-  while (at < text.size()) {
-    std::size_t end = text.find(' ', at);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view word = text.substr(at, end - at);
-    if (!line.empty() && indent + line.size() + 1 + word.size() > width) flush();
-    line += (line.empty() ? "" : " ") + std::string(word);
-    at = end + 1;
-  }
-  if (!line.empty()) flush();
-  return out;
-}
-
-// `raio config`: the configuration table with this environment's values, or with a running
-// cluster's when `address_flag` is given ("auto": the recorded cluster).
-int ShowConfig(const std::string& address_flag, bool json) {
-  if (!address_flag.empty()) {
-    raio::proto::ClusterStatus status;
-    if (!CallHead(address_flag, "raio config", raio::proto::GET_CLUSTER_STATUS, &status)) {
-      return 1;
-    }
-    if (absl::Status s = raio::config::ApplyOverrides(
-            std::map<std::string, std::string>(status.system_config().begin(),
-                                               status.system_config().end()),
-            "the head's configuration");
-        !s.ok()) {
-      std::cerr << "raio config: " << s.message() << "\n";
-      return 1;
-    }
-  }
-  std::vector<raio::config::EntryInfo> entries = raio::config::Describe();
-  if (json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& e : entries) {
-      out.push_back({{"name", e.name},
-                     {"type", raio::config::TypeName(e.type)},
-                     {"default", e.default_value},
-                     {"value", e.value},
-                     {"unit", e.unit},
-                     {"env", e.env_var},
-                     {"doc", e.doc}});
-    }
-    std::cout << out.dump(2) << "\n";
-    return 0;
-  }
-  std::printf("%-38s %-12s %-10s %-10s %-9s %s\n", "NAME", "TYPE", "DEFAULT", "VALUE", "UNIT",
-              "ENVIRONMENT");
-  for (const auto& e : entries) {
-    std::printf("%-38s %-12s %-10s %-10s %-9s %s\n", std::string(e.name).c_str(),
-                std::string(raio::config::TypeName(e.type)).c_str(), e.default_value.c_str(),
-                e.value.c_str(), e.unit.empty() ? "-" : std::string(e.unit).c_str(),
-                e.env_var.c_str());
-    std::cout << Wrap(e.doc, 4, 96);
-  }
-  std::cout << "\nVALUE: "
-            << (address_flag.empty() ? "this environment's (the defaults and RAIO_* variables)"
-                                     : "the cluster's")
-            << ". Set values with RAIO_<NAME>, InitOptions::system_config or\n"
-               "`raio start --head --system-config '{\"name\": value}'` (docs/design/config.md).\n"
-               "Fixed at build time, as every process must agree: max_frame_bytes = "
-            << raio::config::kMaxFrameBytes << ".\n";
-  return 0;
-}
-
-int ListActors(const std::string& address_flag, bool json) {
-  raio::proto::ActorList list;
-  if (!CallHead(address_flag, "raio list actors", raio::proto::LIST_CLUSTER_ACTORS, &list))
-    return 1;
-  if (json) {
-    std::cout << ToJson(list) << "\n";
-    return 0;
-  }
-  PrintActors(list);
-  std::cout << list.actors_size() << " actors\n";
-  return 0;
-}
-
-int ListObjects(const std::string& address_flag, bool json) {
-  raio::proto::ObjectList list;
-  if (!CallHead(address_flag, "raio list objects", raio::proto::LIST_CLUSTER_OBJECTS, &list)) {
-    return 1;
-  }
-  if (json) {
-    std::cout << ToJson(list) << "\n";
-    return 0;
-  }
-  uint64_t total = 0;
-  std::cout << "OBJECT ID                                   SIZE        STATE     PINS\n";
-  for (const auto& o : list.objects()) {
-    total += o.size_bytes();
-    std::printf("%-42s  %10llu  %-8s  %llu\n",
-                raio::ObjectId::FromBinary(o.object_id()).Hex().c_str(),
-                static_cast<unsigned long long>(o.size_bytes()), o.state().c_str(),
-                static_cast<unsigned long long>(o.pins()));
-  }
-  std::cout << list.objects_size() << " objects in shared-memory stores, " << total
-            << " bytes (small objects live in their owners' processes and are not listed)\n";
-  return 0;
-}
-
 // `raio llm ...` runs raio-llm from this executable's directory, so that this CLI never
 // links libtorch. Returns only if that binary cannot be run.
 int ExecLlm(char** argv) {
@@ -643,6 +304,22 @@ int ExecLlm(char** argv) {
 }
 
 }  // namespace
+
+namespace raio::cli {
+
+std::string ResolveAddress(const std::string& flag) {
+  std::string given = flag;
+  if (given.empty()) {
+    if (const char* env = std::getenv("RAIO_ADDRESS"); env && *env) given = env;
+  }
+  if (!given.empty() && given != "auto") return given;
+  if (auto j = ReadClusterFile(); j && DaemonAlive(*j)) {
+    return (*j)["address"].get<std::string>();
+  }
+  return "";
+}
+
+}  // namespace raio::cli
 
 int main(int argc, char** argv) {
   raio::UseOptimizedMutexes();
@@ -815,9 +492,9 @@ int main(int argc, char** argv) {
     return Start(start_options, block);
   }
   if (stop->parsed()) return Stop();
-  if (config->parsed()) return ShowConfig(address, json);
-  if (status->parsed()) return Status(address, json);
-  if (list_objects->parsed()) return ListObjects(address, json);
-  if (list_actors->parsed()) return ListActors(address, json);
+  if (config->parsed()) return raio::cli::ShowConfig(address, json);
+  if (status->parsed()) return raio::cli::Status(address, json);
+  if (list_objects->parsed()) return raio::cli::ListObjects(address, json);
+  if (list_actors->parsed()) return raio::cli::ListActors(address, json);
   return 0;
 }

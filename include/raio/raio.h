@@ -79,8 +79,9 @@ struct InitOptions {
 // Throws InvalidUsageError if already initialized or an option is invalid (a negative,
 // NaN or infinite resource amount, fractional num_gpus, a store under 1 MiB, a bad
 // system_config entry or RAIO_<NAME> variable, system_config with an address, an address
-// that is not host:port; the message names the value); ClusterUnavailableError if the address cannot be reached
-// within a few seconds, or is "auto" and no cluster recorded on this machine is running.
+// that is not host:port; the message names the value); ClusterUnavailableError if the address
+// cannot be reached within a few seconds, or is "auto" and no cluster recorded on this machine is
+// running.
 RAIO_EXPORT void Init(const InitOptions& options, int argc = 0, char** argv = nullptr);
 RAIO_EXPORT void Init(int argc, char** argv);
 RAIO_EXPORT void Init();
