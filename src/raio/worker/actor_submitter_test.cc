@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "raio/testkit/fakes.h"
+#include "raio/testkit/object_result.h"
 #include "raio/testkit/stepped_loop.h"
 #include "raio/testkit/temp_dir.h"
 
@@ -53,14 +54,7 @@ class ActorSubmitterTest : public ::testing::Test {
   }
   std::string Result(const TaskId& id) {
     OutboxLock lock(&mu_, &outbox_);
-    const ObjectEntry* e = objects_.Find(MakeObjectId(id, 1));
-    if (e == nullptr) return "unknown";
-    if (!e->ready) return "pending";
-    if (e->error) {
-      return absl::StrCat("error ", proto::ErrorType_Name(e->error->type()), ": ",
-                          e->error->message());
-    }
-    return std::string(e->value.bytes);
+    return testkit::DescribeResult(objects_.Find(MakeObjectId(id, 1)));
   }
   // Takes the PUSH_ACTOR_TASK calls waiting at `worker`, as "<method> seq=<s> attempt=<a>".
   std::vector<std::string> TakePushes(FakeWorker& worker,

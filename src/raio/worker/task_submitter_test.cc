@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/testkit/fakes.h"
+#include "raio/testkit/object_result.h"
 #include "raio/testkit/stepped_loop.h"
 #include "raio/testkit/temp_dir.h"
 
@@ -71,14 +71,7 @@ class TaskSubmitterTest : public ::testing::Test {
   // The task's result: "pending", its value, or "error <type>: <message>".
   std::string Result(const TaskId& id) {
     OutboxLock lock(&mu_, &outbox_);
-    const ObjectEntry* e = objects_.Find(MakeObjectId(id, 1));
-    if (e == nullptr) return "unknown";
-    if (!e->ready) return "pending";
-    if (e->error) {
-      return absl::StrCat("error ", proto::ErrorType_Name(e->error->type()), ": ",
-                          e->error->message());
-    }
-    return std::string(e->value.bytes);
+    return testkit::DescribeResult(objects_.Find(MakeObjectId(id, 1)));
   }
   std::size_t NumPendingTasks() {
     OutboxLock lock(&mu_, &outbox_);
