@@ -70,6 +70,9 @@ struct InitOptions {
   // Init throw InvalidUsageError naming it. A standalone cluster takes them at `raio start
   // --head --system-config JSON` [none].
   std::map<std::string, std::string> system_config;
+  // Standalone cluster only: the node this driver attaches to, as a hex id (`raio list
+  // nodes`); it must run on this host [RAIO_NODE_ID, else a node on this host].
+  std::string node_id;
 };
 
 // Starts raio in this process. With no address (and no RAIO_ADDRESS) it starts an
@@ -95,6 +98,11 @@ RAIO_EXPORT void Shutdown();
 
 // Whether Init has run and Shutdown has not.
 RAIO_EXPORT bool IsInitialized();
+
+// The hex id of the node this process runs on (a driver's node, or the node of the worker
+// running the current task), as `raio list nodes` shows it. Throws InvalidUsageError
+// before Init.
+RAIO_EXPORT std::string GetNodeId();
 
 // The configuration this process runs with: every entry of raio's table (`raio config`,
 // docs/design/config.md), name -> current value as text (integers and durations in

@@ -94,6 +94,17 @@ class TaskCaller<R (*)(P...)> {
     options_.resources[name] = amount;
     return *this;
   }
+  // Where the task may run (see raio/scheduling.h) [SchedulingStrategy::Default()].
+  TaskCaller& SetSchedulingStrategy(const SchedulingStrategy& strategy) {
+    options_.strategy = strategy;
+    return *this;
+  }
+  // Node labels the task needs, key -> "v", "!v", "in(a,b)" or "!in(a,b)" (see
+  // raio/scheduling.h); a malformed entry throws InvalidUsageError at Remote() [none].
+  TaskCaller& SetLabelSelector(const std::map<std::string, std::string>& selector) {
+    options_.label_selector = selector;
+    return *this;
+  }
   // A name shown in errors and `raio status` instead of the function's name.
   TaskCaller& SetName(const std::string& name) {
     options_.name = name;

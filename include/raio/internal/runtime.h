@@ -14,6 +14,7 @@
 
 #include "raio/export.h"
 #include "raio/internal/object_id.h"
+#include "raio/scheduling.h"
 #include "raio/serialization.h"
 
 namespace raio {
@@ -78,6 +79,8 @@ struct TaskOptions {
   // Return objects: 1, or the size of the std::tuple the function returns (the ids are
   // NthReturnId(first, i)).
   int num_returns = 1;
+  SchedulingStrategy strategy = SchedulingStrategy::Default();
+  std::map<std::string, std::string> label_selector;
 };
 
 // While a worker encodes return value `index` (0-based) of a call with several returns,

@@ -98,10 +98,15 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   }
   cluster->head_ = std::move(*head);
   std::string connect_host = options.host == "0.0.0.0" ? "127.0.0.1" : options.host;
-  auto node = node::NodeManager::Create({cluster->session_dir_,
-                                         absl::StrCat(connect_host, ":", cluster->head_->port()),
-                                         *total, ObjectStoreBytes(options),
-                                         /*memory_monitor=*/std::nullopt});
+  node::NodeManager::Options node_options;
+  node_options.session_dir = cluster->session_dir_;
+  node_options.head_address = absl::StrCat(connect_host, ":", cluster->head_->port());
+  node_options.total = *total;
+  node_options.object_store_bytes = ObjectStoreBytes(options);
+  node_options.node_ip = options.node_ip.empty() ? connect_host : options.node_ip;
+  node_options.labels = options.labels;
+  node_options.fail_infeasible = options.fail_infeasible;
+  auto node = node::NodeManager::Create(std::move(node_options));
   if (!node.ok()) {
     cluster->Stop();
     return node.status();

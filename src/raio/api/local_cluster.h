@@ -44,6 +44,12 @@ struct LocalClusterOptions {
   std::optional<double> memory_usage_threshold;
   std::optional<uint64_t> memory_usage_threshold_bytes;
   std::function<void()> on_shutdown_request;
+  // The node's IP for other hosts ("" = `host`, or 127.0.0.1 when that is 0.0.0.0), its
+  // labels, and whether a demand no node can meet fails at once (true: an embedded cluster,
+  // which no node can join; false: `raio start --head`, where it waits for a node).
+  std::string node_ip;
+  std::map<std::string, std::string> labels;
+  bool fail_infeasible = true;
 };
 
 class LocalCluster {

@@ -10,6 +10,9 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/udp.hpp>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -126,6 +129,14 @@ JobId WorkerJobId() {
     RAIO_LOG_ERROR("worker cannot listen: {}", s.message());
     _exit(2);
   }
+  // Owners on other hosts push over TCP at the node's IP.
+  const char* node_ip_env = std::getenv("RAIO_NODE_IP");
+  std::string node_ip = node_ip_env != nullptr && *node_ip_env ? node_ip_env : "127.0.0.1";
+  absl::StatusOr<int> tcp_port = executor->ListenTcp(node_ip);
+  if (!tcp_port.ok()) {
+    RAIO_LOG_ERROR("worker cannot listen on {}: {}", node_ip, tcp_port.status().message());
+    _exit(2);
+  }
   if (auto marker = RunningTaskMarker::Create(RunningTaskPath(session, hex)); marker.ok()) {
     executor->set_running_marker(std::move(*marker));
   } else {
@@ -136,7 +147,8 @@ JobId WorkerJobId() {
   reg.set_worker_id(id.Binary());
   reg.set_pid(getpid());
   // The executor's endpoint; the node adds its node id and this worker's.
-  reg.mutable_address()->set_ip("127.0.0.1");
+  reg.mutable_address()->set_ip(node_ip);
+  reg.mutable_address()->set_port(*tcp_port);
   reg.mutable_address()->set_unix_socket(socket_path);
   auto reply = rpc::CallSync(*node, proto::REGISTER_WORKER, reg, config::control_rpc_timeout_ms());
   proto::RegisterWorkerReply r;
@@ -155,7 +167,7 @@ JobId WorkerJobId() {
     std::lock_guard<std::mutex> lock(g_mu);
     g_core = std::make_shared<worker::CoreWorker>(
         worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), session,
-                                    WorkerNamespace(), WorkerJobId(), nullptr},
+                                    WorkerNamespace(), WorkerJobId(), nullptr, node_ip},
         *loop, node, std::move(*store));
     executor->set_store(&g_core->store());
     executor->set_core(g_core.get());
@@ -203,7 +215,26 @@ std::string ResolveAutoAddress() {
   return address;
 }
 
-void JoinCluster(DriverRuntime& rt, const std::string& address, const std::string& ns) {
+// The local IP that packets to `address` ("host:port", an IP literal) leave from: a UDP
+// socket connected there (nothing is sent) says. "" when it cannot tell.
+std::string LocalIpToward(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) return "";
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  auto ip = boost::asio::ip::make_address(host, ec);
+  if (ec) return "";
+  boost::asio::io_context io;
+  boost::asio::ip::udp::socket sock(io);
+  sock.connect(boost::asio::ip::udp::endpoint(ip, 9), ec);
+  if (ec) return "";
+  auto local = sock.local_endpoint(ec);
+  return ec ? "" : local.address().to_string();
+}
+
+void JoinCluster(DriverRuntime& rt, const std::string& address, const std::string& ns,
+                 std::string node_id) {
   rt.loop = std::make_unique<EventLoop>("raio-driver", config::loop_spin_us());
   auto head = rpc::ConnectTcp(rt.loop->io(), address, config::connect_timeout_ms());
   if (!head.ok() && head.status().code() == absl::StatusCode::kInvalidArgument) {
@@ -221,6 +252,15 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   job.set_driver_pid(getpid());
   job.set_executable(SelfExecutablePath());
   job.set_hostname(Hostname());
+  if (node_id.empty()) {
+    if (const char* env = std::getenv("RAIO_NODE_ID")) node_id = env;
+  }
+  job.set_node_id(node_id);
+  job.set_driver_ip(LocalIpToward(address));
+  char cwd[4096];
+  if (getcwd(cwd, sizeof(cwd)) != nullptr) job.set_working_dir(cwd);
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) job.set_ld_library_path(ld);
+  job.set_namespace_(ns);
   auto reply = rpc::CallSync(*rt.head, proto::REGISTER_JOB, job, config::connect_timeout_ms());
   proto::RegisterJobReply jr;
   if (!reply.ok() || !jr.ParseFromString(*reply)) {
@@ -251,7 +291,12 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   }
   rt.node = node->connection;
   std::weak_ptr<worker::CoreWorker>* weak_core = new std::weak_ptr<worker::CoreWorker>();
-  rt.node->Start(nullptr,
+  // The node's notices (LEASE_INFEASIBLE) go to the core worker once it exists.
+  auto notice_core = std::make_shared<std::weak_ptr<worker::CoreWorker>>();
+  rt.node->Start([notice_core](const std::shared_ptr<rpc::Connection>& c,
+                               const rpc::FrameHeader& h, std::string_view body) {
+                   if (auto core = notice_core->lock()) core->OnNodeRequest(c, h, body);
+                 },
                  [weak_core](const std::shared_ptr<rpc::Connection>&, const absl::Status& reason) {
                    if (auto core = weak_core->lock())
                      core->OnNodeLost(std::string(reason.message()));
@@ -263,9 +308,8 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   reg.set_worker_id(driver_id.Binary());
   reg.set_namespace_(ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns);
   reg.set_executable(SelfExecutablePath());
-  char cwd[4096];
-  if (getcwd(cwd, sizeof(cwd)) != nullptr) reg.set_working_dir(cwd);
-  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) reg.set_ld_library_path(ld);
+  reg.set_working_dir(job.working_dir());
+  reg.set_ld_library_path(job.ld_library_path());
   reg.set_pid(getpid());
   auto dreply = rpc::CallSync(*rt.node, proto::REGISTER_DRIVER, reg, config::connect_timeout_ms());
   proto::RegisterDriverReply dr;
@@ -282,12 +326,14 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   rt.core = std::make_shared<worker::CoreWorker>(
       worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), dr.socket_dir(),
                                   ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns, jr.job_id(),
-                                  nullptr},
+                                  nullptr,
+                                  node_address.ip().empty() ? "127.0.0.1" : node_address.ip()},
       *rt.loop, rt.node, std::move(*store));
   if (absl::Status s = rt.core->StartOwnerService(); !s.ok()) {
     throw ClusterUnavailableError(absl::StrCat("cannot start the owner service: ", s.message()));
   }
   *weak_core = rt.core;
+  *notice_core = rt.core;
 }
 
 void TearDown(std::unique_ptr<DriverRuntime> rt) {
@@ -370,7 +416,7 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
           "configuration is set where it starts (`raio start --head --system-config JSON`) "
           "and a driver that joins takes it from the head");
     }
-    JoinCluster(*rt, address, options.ns);
+    JoinCluster(*rt, address, options.ns, options.node_id);
   } catch (...) {
     TearDown(std::move(rt));
     throw;
@@ -400,6 +446,8 @@ void Shutdown() {
 }
 
 std::map<std::string, std::string> SystemConfig() { return config::CurrentValues(); }
+
+std::string GetNodeId() { return CoreOrThrow("raio::GetNodeId")->node_id_hex(); }
 
 bool IsInitialized() {
   std::lock_guard<std::mutex> lock(g_mu);

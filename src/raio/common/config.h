@@ -83,6 +83,18 @@ constexpr Bounds Any() { return {}; }
   X(kBytes, max_request_bytes, kMaxRequestBytesLimit, "bytes", Between(1, kMaxRequestBytesLimit), \
     "largest request for one task or actor call (spec and inline arguments); above it the "       \
     "call fails with InvalidUsageError naming the size (at most one frame less 1 MiB)")           \
+  /* cluster: resource view, spillback */                                                         \
+  X(kMilliseconds, resource_report_interval_ms, 10, "ms", AtLeast(1),                             \
+    "a node reports its available resources to the head at most this often (when they "          \
+    "changed), and the head relays the changes to every node as often")                          \
+  X(kDouble, scheduler_spread_threshold, 0.5, "fraction", Between(0, 1),                          \
+    "the hybrid policy packs work onto nodes used below this share, then spreads it")             \
+  X(kDouble, scheduler_top_k_fraction, 0.2, "fraction", Fraction(),                               \
+    "the hybrid policy picks at random among this share of the nodes (at least one) that "        \
+    "score best")                                                                                 \
+  X(kInt, max_spillback_hops, 4, "hops", AtLeast(0),                                              \
+    "a lease request is redirected to another node at most this many times; then it queues "      \
+    "where it is")                                                                                \
   /* owners: leases, pipelining, busy-polling */                                                  \
   X(kMilliseconds, lease_idle_timeout_ms, 20, "ms", AtLeast(0),                                   \
     "an owner keeps an idle leased worker this long before returning it to its node")             \

@@ -2,6 +2,7 @@
 
 #include <future>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "raio/actor.pb.h"
 #include "raio/common/config.h"
@@ -57,6 +58,23 @@ void HeadService::RegisterHandlers() {
       [this](const auto& r, proto::RegisterNodeRequest& req) { HandleRegisterNode(r, req); });
   service_.Handle<proto::REGISTER_JOB>(
       [this](const auto& r, const proto::RegisterJobRequest& req) { HandleRegisterJob(r, req); });
+  service_.Handle<proto::REPORT_RESOURCES>(
+      [this](const auto& r, const proto::ResourceReport& report) { HandleReport(*r.conn(), report); });
+  service_.Handle<proto::LIST_NODES>([this](const auto& r, const proto::Empty&) {
+    proto::NodeList list;
+    for (const auto& [id, node] : nodes_) *list.add_nodes() = node.info;
+    r.Ok(list);
+  });
+  service_.Handle<proto::GET_JOB_INFO>([this](const auto& r, const proto::GetJobInfoRequest& req) {
+    auto it = jobs_.find(req.job_id());
+    if (it == jobs_.end()) {
+      r.Error(absl::NotFoundError(absl::StrCat("no job ", req.job_id())));
+      return;
+    }
+    proto::JobConfigInfo info = it->second.config;
+    info.set_running(it->second.conn != nullptr);
+    r.Ok(info);
+  });
   service_.Handle<proto::GET_CLUSTER_STATUS>(
       [this](const auto& r, const proto::Empty&) { HandleGetClusterStatus(r); });
   service_.Handle<proto::LIST_CLUSTER_OBJECTS>([this](const auto& r, const proto::Empty&) {
@@ -81,6 +99,7 @@ void HeadService::Stop() {
   std::promise<void> done;
   auto fut = done.get_future();
   loop_.Post([this, &done] {
+    if (broadcast_timer_) broadcast_timer_->cancel();
     if (listener_) listener_->Stop();
     for (auto& [raw, conn] : conns_) conn->Close(absl::CancelledError("head stopping"));
     done.set_value();
@@ -92,6 +111,7 @@ void HeadService::Stop() {
   conns_.clear();
   nodes_.clear();
   jobs_.clear();
+  broadcast_timer_.reset();
 }
 
 std::string HeadService::address() const {
@@ -111,28 +131,76 @@ void HeadService::OnAccept(std::shared_ptr<rpc::Connection> conn) {
 }
 
 void HeadService::OnClose(const std::shared_ptr<rpc::Connection>& conn) {
+  bool changed = false;
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     if (it->second.conn == conn) {  // only the connection that registered it removes it
       RAIO_LOG_INFO("node {} left the cluster", it->first);
+      removed_nodes_.push_back(it->first);
       it = nodes_.erase(it);
+      changed = true;
     } else {
       ++it;
     }
   }
-  for (auto& [id, job] : jobs_) {
-    if (job.conn == conn) {
-      job.info.set_state("finished");
-      job.conn.reset();
-    }
-  }
   conns_.erase(conn.get());
+  for (auto& [id, job] : jobs_) {
+    if (job.conn != conn) continue;
+    job.info.set_state("finished");
+    job.conn.reset();
+    // Nodes that run its workers for owners elsewhere end them.
+    proto::JobFinished finished;
+    finished.set_job_id(id);
+    for (auto& [node_id, node] : nodes_) rpc::Notify<proto::JOB_FINISHED>(*node.conn, finished);
+  }
+  if (changed) ScheduleBroadcast();
+}
+
+void HeadService::HandleReport(const rpc::Connection& conn, const proto::ResourceReport& report) {
+  auto it = nodes_.find(report.node_id());
+  // Only the node's own connection reports for it; reports may not go back in time.
+  if (it == nodes_.end() || it->second.conn.get() != &conn ||
+      report.version() <= it->second.info.resource_version()) {
+    return;
+  }
+  if (!ResourceSet::FromProto(report.available()).ok()) return;
+  *it->second.info.mutable_available() = report.available();
+  it->second.info.set_resource_version(report.version());
+  it->second.info.set_infeasible_leases(report.infeasible_leases());
+  it->second.dirty = true;
+  ScheduleBroadcast();
+}
+
+void HeadService::ScheduleBroadcast() {
+  if (broadcast_scheduled_ || stopped_) return;
+  broadcast_scheduled_ = true;
+  if (!broadcast_timer_) broadcast_timer_ = std::make_unique<Timer>(loop_.io());
+  broadcast_timer_->expires_after(config::resource_report_interval_ms());
+  broadcast_timer_->async_wait([this](const boost::system::error_code& ec) {
+    broadcast_scheduled_ = false;
+    if (ec || stopped_) return;
+    Broadcast();
+  });
+}
+
+void HeadService::Broadcast() {
+  proto::ClusterViewUpdate update;
+  update.set_version(++view_version_);
+  for (auto& [id, node] : nodes_) {
+    if (!node.dirty) continue;
+    node.dirty = false;
+    *update.add_nodes() = node.info;
+  }
+  for (auto& id : removed_nodes_) update.add_removed_node_ids(std::move(id));
+  removed_nodes_.clear();
+  if (update.nodes().empty() && update.removed_node_ids().empty()) return;
+  for (auto& [id, node] : nodes_) rpc::Notify<proto::UPDATE_CLUSTER_VIEW>(*node.conn, update);
 }
 
 void HeadService::HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>& r,
                                      proto::RegisterNodeRequest& req) {
   const auto& conn = r.conn();
-  if (req.node_id().empty() || req.address().unix_socket().empty()) {
-    r.Error(absl::InvalidArgumentError("node id and socket path are required"));
+  if (req.node_id().empty() || req.address().ip().empty() || req.address().port() <= 0) {
+    r.Error(absl::InvalidArgumentError("a node registers with its id and its TCP address"));
     return;
   }
   if (auto total = ResourceSet::FromProto(req.total()); !total.ok()) {
@@ -146,12 +214,25 @@ void HeadService::HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>&
     return;
   }
   RAIO_LOG_INFO("node {} joined, {}", req.node_id(), rpc::DescribeAddress(req.address()));
-  std::string id = req.node_id();
-  nodes_[id] = NodeEntry{std::move(req), conn};
   proto::RegisterNodeReply reply;
   reply.mutable_system_config()->insert(options_.system_config.begin(),
                                         options_.system_config.end());
+  reply.mutable_view()->set_version(view_version_);
+  for (const auto& [id, node] : nodes_) *reply.mutable_view()->add_nodes() = node.info;
+  NodeEntry entry;
+  entry.info.set_node_id(req.node_id());
+  *entry.info.mutable_address() = req.address();
+  entry.info.set_hostname(req.hostname());
+  *entry.info.mutable_labels() = req.labels();
+  *entry.info.mutable_total() = req.total();
+  *entry.info.mutable_available() = req.total();
+  entry.info.set_state("alive");
+  entry.conn = conn;
+  entry.dirty = true;
+  std::string id = req.node_id();
+  nodes_[id] = std::move(entry);
   r.Ok(reply);
+  ScheduleBroadcast();
 }
 
 void HeadService::HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r,
@@ -160,11 +241,10 @@ void HeadService::HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r
     r.Error(absl::UnavailableError("the cluster has no live node"));
     return;
   }
-  // Attach the driver to a node on its own host (drivers reach nodes over Unix
-  // sockets); fall back to the first node.
-  const NodeEntry* chosen = &nodes_.begin()->second;
-  for (const auto& [id, node] : nodes_) {
-    if (node.info.hostname() == req.hostname()) chosen = &node;
+  const proto::NodeInfo* chosen = ChooseDriverNode(req);
+  if (chosen == nullptr) {
+    r.Error(absl::NotFoundError(absl::StrCat("the cluster has no node ", req.node_id())));
+    return;
   }
   uint32_t job_id = next_job_id_++;
   JobEntry& job = jobs_[job_id];
@@ -173,13 +253,40 @@ void HeadService::HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r
   job.info.set_executable(req.executable());
   job.info.set_state("running");
   job.conn = r.conn();
+  job.config.set_job_id(job_id);
+  job.config.set_executable(req.executable());
+  job.config.set_working_dir(req.working_dir());
+  job.config.set_ld_library_path(req.ld_library_path());
+  job.config.set_namespace_(req.namespace_().empty() ? absl::StrCat("job-", job_id)
+                                                     : req.namespace_());
+  job.config.set_driver_node_id(chosen->node_id());
   proto::RegisterJobReply reply;
   reply.set_job_id(job_id);
-  reply.set_node_id(chosen->info.node_id());
-  *reply.mutable_node_address() = chosen->info.address();
+  reply.set_node_id(chosen->node_id());
+  *reply.mutable_node_address() = chosen->address();
   reply.mutable_system_config()->insert(options_.system_config.begin(),
                                         options_.system_config.end());
   r.Ok(reply);
+}
+
+const proto::NodeInfo* HeadService::ChooseDriverNode(const proto::RegisterJobRequest& req) const {
+  if (!req.node_id().empty()) {
+    auto it = nodes_.find(absl::AsciiStrToLower(req.node_id()));
+    return it == nodes_.end() ? nullptr : &it->second.info;
+  }
+  // Drivers reach their node over its Unix socket: one on the driver's host, the one
+  // with the driver's IP first; else the first node.
+  const proto::NodeInfo* chosen = &nodes_.begin()->second.info;
+  int best = 0;
+  for (const auto& [id, node] : nodes_) {
+    int score = (node.info.hostname() == req.hostname() ? 1 : 0) +
+                (!req.driver_ip().empty() && node.info.address().ip() == req.driver_ip() ? 2 : 0);
+    if (score > best) {
+      best = score;
+      chosen = &node.info;
+    }
+  }
+  return chosen;
 }
 
 template <proto::Method Ask, proto::Method Answer, typename List, typename Field>

@@ -1,8 +1,12 @@
 // HeadService: the cluster control store. Keeps the node table (nodes register over TCP
-// and are dropped when their connection closes) and the job table (a driver's job lasts
-// as long as its connection), holds the cluster's configuration (handed to every node at
-// registration and to every driver that joins), and answers cluster status by asking
-// every node.
+// and are dropped when their connection closes; each reports its available resources,
+// REPORT_RESOURCES) and relays it to every node as versioned, incremental updates
+// (UPDATE_CLUSTER_VIEW: the entries that changed, at most every
+// resource_report_interval_ms); keeps the job table (a driver's job lasts as long as its
+// connection; nodes that run its workers for an owner elsewhere read its configuration,
+// GET_JOB_INFO, and hear of its end, JOB_FINISHED); holds the cluster's configuration
+// (handed to every node at registration and to every driver that joins), and answers
+// cluster status by asking every node.
 // It is off the per-task path: tasks go owner -> leased worker.
 // Threading: all state lives on the head's EventLoop; Start/Stop from other threads.
 #pragma once
@@ -15,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "raio/common/event_loop.h"
+#include "raio/common/timer.h"
 #include "raio/head.pb.h"
 #include "raio/rpc/listener.h"
 #include "raio/rpc/service.h"
@@ -54,17 +59,26 @@ class HeadService {
   void HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r,
                          const proto::RegisterJobRequest& req);
   void HandleGetClusterStatus(const rpc::Responder<proto::GET_CLUSTER_STATUS>& r);
+  void HandleReport(const rpc::Connection& conn, const proto::ResourceReport& report);
+  // Sends the changed node entries and removals to every node (a timer; at most every
+  // resource_report_interval_ms).
+  void ScheduleBroadcast();
+  void Broadcast();
+  // The node the driver of `req` attaches to: the one it names, else one on its host.
+  const proto::NodeInfo* ChooseDriverNode(const proto::RegisterJobRequest& req) const;
   // Asks every node (method Ask) for a List and answers `reply` with the entries of
   // `field(list)` of all of them.
   template <proto::Method Ask, proto::Method Answer, typename List, typename Field>
   void GatherFromNodes(const rpc::Responder<Answer>& reply, Field field);
 
   struct NodeEntry {
-    proto::RegisterNodeRequest info;
+    proto::NodeInfo info;
     std::shared_ptr<rpc::Connection> conn;
+    bool dirty = false;  // changed since the last broadcast
   };
   struct JobEntry {
     proto::JobInfo info;
+    proto::JobConfigInfo config;
     std::shared_ptr<rpc::Connection> conn;
   };
 
@@ -77,6 +91,12 @@ class HeadService {
   std::map<uint32_t, JobEntry> jobs_;
   std::map<rpc::Connection*, std::shared_ptr<rpc::Connection>> conns_;
   uint32_t next_job_id_ = 1;
+  // The view relayed to nodes: its update counter, nodes removed since the last
+  // broadcast, and whether a broadcast is scheduled.
+  uint64_t view_version_ = 0;
+  std::vector<std::string> removed_nodes_;
+  std::unique_ptr<Timer> broadcast_timer_;
+  bool broadcast_scheduled_ = false;
   std::atomic<bool> stopped_{false};
 };
 

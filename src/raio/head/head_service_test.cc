@@ -46,6 +46,8 @@ class HeadServiceTest : public ::testing::Test {
     proto::RegisterNodeRequest req;
     req.set_node_id(node_id);
     req.mutable_address()->set_unix_socket("/tmp/x.sock");
+    req.mutable_address()->set_ip("127.0.0.1");
+    req.mutable_address()->set_port(1);
     (*req.mutable_total()->mutable_amounts())["CPU"] = cpus;
     return rpc::CallSync(conn, proto::REGISTER_NODE, req, 2s).status();
   }
@@ -136,6 +138,8 @@ TEST_F(HeadServiceTest, NodesDriversAndStatusGetTheClustersConfiguration) {
   proto::RegisterNodeRequest node;
   node.set_node_id("n1");
   node.mutable_address()->set_unix_socket("/tmp/x.sock");
+  node.mutable_address()->set_ip("127.0.0.1");
+  node.mutable_address()->set_port(1);
   auto registered = rpc::CallSync<proto::REGISTER_NODE>(*conn, node);
   ASSERT_TRUE(registered.ok()) << registered.status();
   std::map<std::string, std::string> sent(registered->system_config().begin(),

@@ -7,7 +7,10 @@
 #include <cstring>
 #include <future>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
 #include "raio/common/process.h"
@@ -28,21 +31,43 @@ absl::StatusOr<std::unique_ptr<NodeManager>> NodeManager::Create(Options options
   return node;
 }
 
+namespace {
+// The id a node registers as: `hex` when it is a well-formed NodeId, else a random one
+// (Start refuses a malformed one).
+NodeId NodeIdFrom(const std::string& hex) {
+  NodeId id = RandomId<NodeId>();
+  if (hex.size() != 2 * NodeId::kSize) return id;
+  std::string bytes = absl::HexStringToBytes(hex);
+  if (absl::BytesToHexString(bytes) != absl::AsciiStrToLower(hex)) return id;
+  return NodeId::FromBinary(bytes);
+}
+}  // namespace
+
 NodeManager::NodeManager(Options options)
     : options_(std::move(options)),
-      id_(RandomId<NodeId>()),
+      id_(NodeIdFrom(options_.node_id)),
       socket_path_(options_.session_dir + "/node.sock"),
       resources_(options_.total),
       // GPU ids index the devices the node itself may see: when it was started with
       // CUDA_VISIBLE_DEVICES, id i is the i-th entry of that list.
       pool_(loop_.io(),
             WorkerPool::Options{options_.session_dir, socket_path_, resources_.num_gpus() > 0,
-                                ParseDeviceMask(std::getenv("CUDA_VISIBLE_DEVICES"))}),
-      actors_(resources_, pool_, id_.Hex(), [this] { return ClusterDescription(); }) {}
+                                ParseDeviceMask(std::getenv("CUDA_VISIBLE_DEVICES")),
+                                options_.node_ip}),
+      actors_(resources_, pool_, id_.Hex(), [this] { return ClusterDescription(); }),
+      view_(id_.Hex()),
+      scheduler_(view_, 0.5, 0.2, id_.Binary().empty() ? 0 : std::hash<std::string>()(id_.Binary())) {}
 
 NodeManager::~NodeManager() { Stop(); }
 
 absl::Status NodeManager::Start() {
+  if (!options_.node_id.empty() && id_.Hex() != absl::AsciiStrToLower(options_.node_id)) {
+    return absl::InvalidArgumentError(absl::StrCat("node id '", options_.node_id, "' is not ",
+                                                   2 * NodeId::kSize, " hex digits"));
+  }
+  if (options_.labels.count("") > 0) {
+    return absl::InvalidArgumentError("node labels: a label has an empty key");
+  }
   if (options_.memory_monitor) {
     if (absl::Status s = options_.memory_monitor->Validate(); !s.ok()) return s;
   }
@@ -69,6 +94,15 @@ absl::Status NodeManager::Start() {
       loop_.io(), socket_path_, [this](ConnPtr c) { OnAccept(std::move(c)); }, store_->shm_fd());
   if (!listener.ok()) return listener.status();
   listener_ = std::move(*listener);
+  // Owners and nodes on other hosts: spilled lease requests, failure causes, transfers.
+  auto tcp = rpc::Listener::ListenTcp(loop_.io(), options_.node_ip, options_.port,
+                                      [this](ConnPtr c) { OnAccept(std::move(c)); });
+  if (!tcp.ok()) {
+    return absl::Status(tcp.status().code(),
+                        absl::StrCat("the node cannot listen on ", options_.node_ip, ":",
+                                     options_.port, ": ", tcp.status().message()));
+  }
+  tcp_listener_ = std::move(*tcp);
   auto head = rpc::ConnectTcp(loop_.io(), options_.head_address, config::connect_timeout_ms());
   if (!head.ok()) return head.status();
   head_ = std::move(*head);
@@ -84,6 +118,7 @@ absl::Status NodeManager::Start() {
   *reg.mutable_address() = address();
   reg.set_hostname(Hostname());
   options_.total.ToProto(reg.mutable_total());
+  reg.mutable_labels()->insert(options_.labels.begin(), options_.labels.end());
   auto reply = rpc::CallSync<proto::REGISTER_NODE>(*head_, reg);
   if (!reply.ok()) return reply.status();
   // The cluster's configuration, before this node starts any worker (each gets this
@@ -100,11 +135,23 @@ absl::Status NodeManager::Start() {
   }
   memory_monitor_ = options_.memory_monitor.value_or(MemoryMonitorOptions::FromConfig());
   if (absl::Status s = memory_monitor_.Validate(); !s.ok()) return s;
-  loop_.Post([this] {
+  loop_.Post([this, view = std::move(*reply->mutable_view())] {
+    NodeView local;
+    local.node_id = id_.Hex();
+    local.address = address();
+    local.labels = options_.labels;
+    local.total = resources_.total();
+    local.available = resources_.available();
+    view_.SetLocal(std::move(local));
+    view_.Apply(view);
+    scheduler_.SetPolicy(config::scheduler_spread_threshold(), config::scheduler_top_k_fraction());
+    reported_available_ = resources_.available();
+    ArmReportTimer();
     ArmReapTimer();
     if (memory_monitor_.interval.count() > 0) ArmMemoryTimer();
   });
-  RAIO_LOG_INFO("node {} up at {} with {}", id_.Hex(), socket_path_, options_.total.ToString());
+  RAIO_LOG_INFO("node {} up at {}:{} ({}) with {}", id_.Hex(), options_.node_ip, port(),
+                socket_path_, options_.total.ToString());
   return absl::OkStatus();
 }
 
@@ -116,7 +163,9 @@ void NodeManager::Stop() {
     stopped_ = true;
     if (reap_timer_) reap_timer_->cancel();
     if (memory_timer_) memory_timer_->cancel();
+    if (report_timer_) report_timer_->cancel();
     if (listener_) listener_->Stop();
+    if (tcp_listener_) tcp_listener_->Stop();
     pool_.KillAll();
     for (auto& [raw, entry] : peers_) entry.first->Close(absl::CancelledError("node stopping"));
     if (head_) head_->Close(absl::CancelledError("node stopping"));
@@ -131,6 +180,7 @@ void NodeManager::Stop() {
   pending_.clear();
   reap_timer_.reset();
   memory_timer_.reset();
+  report_timer_.reset();
   store_.reset();  // unmaps and closes the shared memory, removes spill files
 }
 
@@ -394,6 +444,17 @@ void NodeManager::RegisterHandlers() {
   };
   service_.Handle<proto::NOTIFY_BLOCKED>(blocked(true));
   service_.Handle<proto::NOTIFY_UNBLOCKED>(blocked(false));
+  // The head's pushes, on the head connection only.
+  service_.Handle<proto::UPDATE_CLUSTER_VIEW>(
+      [this](const rpc::Responder<proto::UPDATE_CLUSTER_VIEW>& r,
+             const proto::ClusterViewUpdate& update) {
+        if (r.conn() == head_) HandleClusterView(update);
+      });
+  service_.Handle<proto::JOB_FINISHED>(
+      [this](const rpc::Responder<proto::JOB_FINISHED>& r, const proto::JobFinished& req) {
+        if (r.conn() != head_ || !remote_jobs_.erase(req.job_id())) return;
+        OnJobEnded(req.job_id());
+      });
   service_.Handle<proto::GET_NODE_STATS>(
       [this](const rpc::Responder<proto::GET_NODE_STATS>& responder, const proto::Empty&) {
         const auto& conn = responder.conn();
@@ -428,9 +489,12 @@ void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHead
   }
 }
 
+int NodeManager::port() const { return tcp_listener_ ? tcp_listener_->port() : 0; }
+
 proto::Address NodeManager::address() const {
   proto::Address a;
-  a.set_ip("127.0.0.1");
+  a.set_ip(options_.node_ip);
+  a.set_port(port());
   a.set_node_id(id_.Binary());
   a.set_unix_socket(socket_path_);
   return a;
@@ -460,14 +524,24 @@ void NodeManager::HandleRegisterWorker(const ConnPtr& conn, const rpc::FrameHead
 }
 
 std::string NodeManager::ClusterDescription() const {
-  return absl::StrCat("node ", id_.Hex(), " ", resources_.total().ToString());
+  std::vector<std::string> nodes;
+  for (const auto& [id, node] : view_.nodes()) {
+    nodes.push_back(absl::StrCat("node ", id, " ",
+                                 (id == id_.Hex() ? resources_.total() : node.total).ToString()));
+  }
+  if (nodes.empty()) return absl::StrCat("node ", id_.Hex(), " ", resources_.total().ToString());
+  return absl::StrJoin(nodes, "; ");
 }
 
 void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader& h,
                                      const proto::RequestWorkerLeaseRequest& req) {
   const Peer& peer = peers_[conn.get()].second;
-  if (peer.kind == Peer::Kind::kUnknown) {
-    conn->ReplyError(h, absl::FailedPreconditionError("register as a driver or worker first"));
+  // A local driver or worker leases for its own job; an owner on another node (a spilled
+  // request, over TCP) names its job.
+  JobId job = peer.kind == Peer::Kind::kUnknown ? req.job_id() : peer.job;
+  if (job == 0) {
+    conn->ReplyError(h, absl::FailedPreconditionError(
+                            "register as a driver or worker first, or name the lease's job"));
     return;
   }
   auto demand = ResourceSet::FromProto(req.demand());
@@ -475,26 +549,208 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
     conn->ReplyError(h, demand.status());
     return;
   }
+  std::map<std::string, std::string> selector(req.label_selector().begin(),
+                                              req.label_selector().end());
+  if (absl::Status s = ValidateLabelSelector(selector); !s.ok()) {
+    conn->ReplyError(h, s);
+    return;
+  }
   LeaseId id = LeaseId::FromBinary(req.lease_id());
   if (leases_.count(id)) return;  // a retried request: the first one will be answered
-  if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
-    proto::RequestWorkerLeaseReply reply;
-    reply.set_result(proto::RequestWorkerLeaseReply::INFEASIBLE);
-    reply.set_message(absl::StrCat("no node can ever run ", req.function_name(),
-                                   ", a task demanding ", demand->ToString(), " (", f.message(),
-                                   "); cluster resources: ", ClusterDescription()));
-    conn->Reply(h, reply);
-    return;
+  const bool local_has_room = resources_.available().Contains(*demand);
+  view_.SetLocalAvailable(resources_.available());
+  bool infeasible = false;
+  if (req.grant_or_reject()) {
+    // Spilled here because the view said this node had room: grant now, or the owner asks
+    // its own node again with a fresher view.
+    if (!local_has_room) {
+      proto::RequestWorkerLeaseReply reply;
+      reply.set_result(proto::RequestWorkerLeaseReply::REJECTED);
+      reply.set_message(absl::StrCat("node ", id_.Hex(), " has no room for ", demand->ToString(),
+                                     " now"));
+      conn->Reply(h, reply);
+      return;
+    }
+  } else if (req.spillback_count() < static_cast<uint32_t>(config::max_spillback_hops()) ||
+             !resources_.CheckFeasible(*demand).ok()) {
+    ClusterScheduler::Decision d =
+        scheduler_.Decide(*demand, req.strategy(), selector, local_has_room);
+    if (d.kind == ClusterScheduler::Decision::Kind::kSpill) {
+      ReplySpillback(conn, h, d.node_id, d.grant_or_reject);
+      return;
+    }
+    if (d.kind == ClusterScheduler::Decision::Kind::kInfeasible) {
+      if (options_.fail_infeasible || d.permanent) {
+        proto::RequestWorkerLeaseReply reply;
+        reply.set_result(proto::RequestWorkerLeaseReply::INFEASIBLE);
+        reply.set_message(absl::StrCat("no node can ever run ", req.function_name(),
+                                       ", a task demanding ", d.message,
+                                       "; cluster resources: ", ClusterDescription()));
+        conn->Reply(h, reply);
+        return;
+      }
+      infeasible = true;
+      RAIO_LOG_WARN("{} waits: no node can meet {} now; cluster resources: {}",
+                    req.function_name(), d.message, ClusterDescription());
+      proto::LeaseInfeasibleNotice notice;
+      notice.set_lease_id(req.lease_id());
+      notice.set_message(absl::StrCat(
+          req.function_name(), " cannot be scheduled: no node of the cluster can meet ",
+          d.message, "; it waits until a node that can joins (cluster resources: ",
+          ClusterDescription(), ")"));
+      rpc::Notify<proto::LEASE_INFEASIBLE>(*conn, notice);
+    }
   }
   Lease& lease = leases_[id];
   lease.id = id;
-  lease.job = peer.job;
+  lease.job = job;
   lease.owner = conn;
   lease.request = h;
   lease.spec = req;
   lease.demand = std::move(*demand);
+  lease.infeasible = infeasible;
+  if (!pool_.HasJob(job)) FetchJob(job);
+  if (infeasible) {
+    infeasible_.push_back(id);
+    return;
+  }
   pending_.push_back(id);
   ScheduleLeases();
+}
+
+void NodeManager::ReplySpillback(const ConnPtr& conn, const rpc::FrameHeader& h,
+                                 const std::string& node_id, bool grant_or_reject) {
+  const NodeView* target = view_.Find(node_id);
+  proto::RequestWorkerLeaseReply reply;
+  reply.set_result(proto::RequestWorkerLeaseReply::SPILLBACK);
+  if (target != nullptr) {
+    *reply.mutable_retry_at() = target->address;
+    reply.mutable_retry_at()->clear_unix_socket();
+  }
+  reply.set_grant_or_reject(grant_or_reject);
+  conn->Reply(h, reply);
+}
+
+void NodeManager::RescheduleQueued() {
+  view_.SetLocalAvailable(resources_.available());
+  // Infeasible leases: a node that can meet them may have joined.
+  for (auto it = infeasible_.begin(); it != infeasible_.end();) {
+    auto lit = leases_.find(*it);
+    if (lit == leases_.end()) {
+      it = infeasible_.erase(it);
+      continue;
+    }
+    Lease& lease = lit->second;
+    std::map<std::string, std::string> selector(lease.spec.label_selector().begin(),
+                                                lease.spec.label_selector().end());
+    ClusterScheduler::Decision d =
+        scheduler_.Decide(lease.demand, lease.spec.strategy(), selector,
+                          resources_.available().Contains(lease.demand));
+    if (d.kind == ClusterScheduler::Decision::Kind::kInfeasible) {
+      ++it;
+      continue;
+    }
+    it = infeasible_.erase(it);
+    lease.infeasible = false;
+    if (d.kind == ClusterScheduler::Decision::Kind::kSpill) {
+      ReplySpillback(lease.owner, lease.request, d.node_id, d.grant_or_reject);
+      ReleaseLease(lit);
+      continue;
+    }
+    RAIO_LOG_INFO("{} demanding {} can be scheduled now", lease.spec.function_name(),
+                  lease.demand.ToString());
+    pending_.push_back(lease.id);
+  }
+  // Queued leases that this node cannot grant now go to a node that has room (the view
+  // says), unless they were spilled here on purpose or have used up their hops.
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto lit = leases_.find(*it);
+    if (lit == leases_.end() || lit->second.allocation ||
+        lit->second.spec.spillback_count() >=
+            static_cast<uint32_t>(config::max_spillback_hops()) ||
+        lit->second.spec.strategy().kind() == proto::SchedulingStrategy::NODE_AFFINITY ||
+        resources_.available().Contains(lit->second.demand)) {
+      ++it;
+      continue;
+    }
+    Lease& lease = lit->second;
+    std::map<std::string, std::string> selector(lease.spec.label_selector().begin(),
+                                                lease.spec.label_selector().end());
+    ClusterScheduler::Decision d =
+        scheduler_.Decide(lease.demand, lease.spec.strategy(), selector, false);
+    if (d.kind != ClusterScheduler::Decision::Kind::kSpill || !d.grant_or_reject) {
+      ++it;
+      continue;
+    }
+    ReplySpillback(lease.owner, lease.request, d.node_id, /*grant_or_reject=*/true);
+    ReleaseLease(lit);
+    it = pending_.erase(it);
+  }
+  ScheduleLeases();
+}
+
+void NodeManager::HandleClusterView(const proto::ClusterViewUpdate& update) {
+  view_.Apply(update);
+  RescheduleQueued();
+}
+
+void NodeManager::FetchJob(JobId job) {
+  if (!head_ || !fetching_jobs_.insert(job).second) return;
+  proto::GetJobInfoRequest req;
+  req.set_job_id(job);
+  rpc::Call<proto::GET_JOB_INFO>(*head_, req,
+                                 [this, job](absl::StatusOr<proto::JobConfigInfo> info) {
+                                   OnJobInfo(job, std::move(info));
+                                 });
+}
+
+void NodeManager::OnJobInfo(JobId job, absl::StatusOr<proto::JobConfigInfo> info) {
+  fetching_jobs_.erase(job);
+  if (stopped_ || pool_.HasJob(job)) return;
+  std::string why;
+  if (!info.ok()) {
+    why = absl::StrCat("node ", id_.Hex(), " cannot learn job ", job,
+                       "'s configuration from the head: ", info.status().message());
+  } else if (!info->running()) {
+    why = absl::StrCat("job ", job, " has finished");
+  } else if (::access(info->executable().c_str(), X_OK) != 0) {
+    why = absl::StrCat("node ", id_.Hex(), " (", Hostname(), ") cannot run job ", job,
+                       "'s executable '", info->executable(), "': ", std::strerror(errno));
+  }
+  if (!why.empty()) {
+    FailWorkerStarts(job, why);
+    return;
+  }
+  remote_jobs_.insert(job);
+  pool_.AddJob(job, JobConfig{info->executable(), info->working_dir(), info->ld_library_path(),
+                              info->namespace_()});
+  ScheduleLeases();
+}
+
+void NodeManager::ArmReportTimer() {
+  if (!report_timer_) report_timer_ = std::make_unique<Timer>(loop_.io());
+  report_timer_->expires_after(config::resource_report_interval_ms());
+  report_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    ReportResources();
+    ArmReportTimer();
+  });
+}
+
+void NodeManager::ReportResources() {
+  const ResourceSet& available = resources_.available();
+  uint32_t infeasible = 0;
+  for (const auto& id : infeasible_) infeasible += leases_.count(id) > 0 ? 1 : 0;
+  if (available == reported_available_ && infeasible == reported_infeasible_) return;
+  reported_available_ = available;
+  reported_infeasible_ = infeasible;
+  view_.SetLocalAvailable(available);
+  proto::ResourceReport report;
+  report.set_node_id(id_.Hex());
+  report.set_version(++report_version_);
+  available.ToProto(report.mutable_available());
+  report.set_infeasible_leases(infeasible);
+  if (head_ && !head_->closed()) rpc::Notify<proto::REPORT_RESOURCES>(*head_, report);
 }
 
 void NodeManager::ScheduleLeases() {
@@ -542,6 +798,11 @@ void NodeManager::Grant(Lease& lease, WorkerProcess& worker) {
   reply.set_result(proto::RequestWorkerLeaseReply::GRANTED);
   reply.set_worker_id(worker.id.Binary());
   *reply.mutable_worker_address() = worker.address;
+  // An owner on another host gets the worker's TCP endpoint only.
+  if (auto pit = peers_.find(lease.owner.get());
+      pit == peers_.end() || pit->second.second.kind == Peer::Kind::kUnknown) {
+    reply.mutable_worker_address()->clear_unix_socket();
+  }
   reply.set_saturated(!resources_.available().Contains(lease.demand));
   lease.owner->Reply(lease.request, reply);
 }
@@ -665,7 +926,9 @@ void NodeManager::OnWorkerDisconnected(const WorkerId& id, int tries_left) {
 proto::NodeStats NodeManager::BuildStats() const {
   proto::NodeStats stats;
   stats.set_node_id(id_.Hex());
-  stats.set_address(socket_path_);
+  stats.set_address(absl::StrCat(options_.node_ip, ":", port()));
+  stats.set_hostname(Hostname());
+  stats.mutable_labels()->insert(options_.labels.begin(), options_.labels.end());
   resources_.total().ToProto(stats.mutable_total());
   auto* avail = stats.mutable_available()->mutable_amounts();
   for (const auto& [name, fixed] : resources_.total().fixed()) {
@@ -688,14 +951,17 @@ proto::NodeStats NodeManager::BuildStats() const {
     ws->set_state(state);
   }
   if (store_) store_->FillStats(stats.mutable_object_store());
-  for (const auto& id : pending_) {
-    auto it = leases_.find(id);
-    if (it == leases_.end()) continue;
-    auto* p = stats.add_pending_leases();
-    it->second.demand.ToProto(p->mutable_demand());
-    p->set_backlog(it->second.spec.backlog());
-    p->set_function_name(it->second.spec.function_name());
-    p->set_job_id(it->second.job);
+  for (const auto* queue : {&pending_, &infeasible_}) {
+    for (const auto& id : *queue) {
+      auto it = leases_.find(id);
+      if (it == leases_.end()) continue;
+      auto* p = stats.add_pending_leases();
+      it->second.demand.ToProto(p->mutable_demand());
+      p->set_backlog(it->second.spec.backlog());
+      p->set_function_name(it->second.spec.function_name());
+      p->set_job_id(it->second.job);
+      p->set_infeasible(it->second.infeasible);
+    }
   }
   return stats;
 }

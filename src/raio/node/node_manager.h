@@ -2,6 +2,17 @@
 // worker leases (grant, queue, infeasible), worker registration, blocked-worker CPU
 // lending, and node stats; registers the node with the head over TCP.
 //
+// Cluster: the node also listens on TCP at node_ip:port, for owners and nodes on other
+// hosts (spilled lease requests, their workers' failure causes). It reports its available
+// resources to the head (REPORT_RESOURCES, at most every resource_report_interval_ms)
+// and keeps the head's view of the other nodes (UPDATE_CLUSTER_VIEW; ClusterView). A
+// lease request goes where ClusterScheduler decides: granted or queued here, spilled back
+// to another node (the owner asks that one), or, when no node can meet it, refused
+// (fail_infeasible: an embedded cluster) or queued as infeasible until a node that can
+// joins (LEASE_INFEASIBLE tells the owner). A lease of a job whose driver is on another
+// node makes the node fetch the job's configuration from the head (GET_JOB_INFO); such
+// jobs end when the head says so (JOB_FINISHED).
+//
 // Leasing (Ray's design): an owner asks for a worker for one resource shape; the node
 // holds those resources for the lease, binds an idle worker of the owner's job started for
 // the lease's GPUs (starting one if needed; see WorkerKey) and replies with the worker's
@@ -25,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -36,6 +48,7 @@
 #include "raio/node/actor_manager.h"
 #include "raio/node/memory_monitor.h"
 #include "raio/node/object_store_service.h"
+#include "raio/node/scheduler/cluster_scheduler.h"
 #include "raio/node/scheduler/local_resource_manager.h"
 #include "raio/node/worker_pool/worker_pool.h"
 #include "raio/rpc/listener.h"
@@ -57,6 +70,17 @@ class NodeManager {
     // When and how hard to end workers under memory pressure; must pass Validate().
     // nullopt: MemoryMonitorOptions::FromConfig() once the cluster's configuration came.
     std::optional<MemoryMonitorOptions> memory_monitor;
+    // The IP this node serves other hosts on (and its workers listen on); `port` 0 picks
+    // a free one. Must be routable from the other nodes.
+    std::string node_ip = "127.0.0.1";
+    int port = 0;
+    // Hex NodeId to register as (empty: a random one). The head refuses an id that a live
+    // node already has.
+    std::string node_id;
+    std::map<std::string, std::string> labels;
+    // No node can ever join (an embedded cluster): a demand no node meets fails at once
+    // instead of waiting as infeasible.
+    bool fail_infeasible = false;
   };
 
   static absl::StatusOr<std::unique_ptr<NodeManager>> Create(Options options);
@@ -66,9 +90,10 @@ class NodeManager {
 
   const NodeId& id() const { return id_; }
   const std::string& socket_path() const { return socket_path_; }
-  // Where drivers and workers on this host reach the node (its Unix socket; no TCP
-  // endpoint until nodes serve other hosts).
+  // Where the node is reached: its TCP endpoint (node_ip:port) and, for processes on
+  // this host, its Unix socket.
   proto::Address address() const;
+  int port() const;
 
  private:
   struct Lease {
@@ -81,6 +106,8 @@ class NodeManager {
     std::optional<Allocation> allocation;
     WorkerId worker;  // nil until granted
     bool granted = false;
+    // Queued because no node can meet it now (standalone clusters: one may join).
+    bool infeasible = false;
   };
   struct Peer {
     enum class Kind { kUnknown, kDriver, kWorker } kind = Kind::kUnknown;
@@ -104,6 +131,18 @@ class NodeManager {
                             const proto::RegisterWorkerRequest& req);
   void HandleRequestLease(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                           const proto::RequestWorkerLeaseRequest& req);
+  // Replies SPILLBACK: the owner asks node `node_id` (in the view) instead.
+  void ReplySpillback(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                      const std::string& node_id, bool grant_or_reject);
+  // The cluster view changed: infeasible leases may have become feasible, queued ones may
+  // go to a node that has room now.
+  void RescheduleQueued();
+  void HandleClusterView(const proto::ClusterViewUpdate& update);
+  // A lease of a job this node has no configuration for: fetch it from the head once.
+  void FetchJob(JobId job);
+  void OnJobInfo(JobId job, absl::StatusOr<proto::JobConfigInfo> info);
+  void ArmReportTimer();
+  void ReportResources();
   void HandleReturnLease(const LeaseId& id, bool cancel);
   void HandleBlocked(const std::shared_ptr<rpc::Connection>& conn, bool blocked);
   proto::NodeStats BuildStats() const;
@@ -140,7 +179,9 @@ class NodeManager {
   std::string socket_path_;
   EventLoop loop_{"raio-node"};
   std::unique_ptr<rpc::Listener> listener_;
+  std::unique_ptr<rpc::Listener> tcp_listener_;
   std::shared_ptr<rpc::Connection> head_;
+  std::unique_ptr<Timer> report_timer_;
   std::unique_ptr<Timer> reap_timer_;
   std::unique_ptr<Timer> memory_timer_;
   // Set in Start(), after registration, before the loop reads it.
@@ -156,6 +197,17 @@ class NodeManager {
   ActorManager actors_;
   std::map<LeaseId, Lease> leases_;
   std::deque<LeaseId> pending_;
+  // Leases queued as infeasible, in arrival order.
+  std::deque<LeaseId> infeasible_;
+  ClusterView view_;
+  ClusterScheduler scheduler_;
+  // What the last REPORT_RESOURCES said, and its version.
+  ResourceSet reported_available_;
+  uint32_t reported_infeasible_ = 0;
+  uint64_t report_version_ = 0;
+  // Jobs whose driver is elsewhere: configuration being fetched, and known ones.
+  std::set<JobId> fetching_jobs_;
+  std::set<JobId> remote_jobs_;
   std::map<rpc::Connection*, std::pair<std::shared_ptr<rpc::Connection>, Peer>> peers_;
   // Memory monitor: the pid of the last worker it ended until that process is reaped
   // (-1: none pending), whether the current episode was already logged, and the causes

@@ -50,6 +50,9 @@ inline std::optional<std::chrono::milliseconds> DefaultDeadline(const MethodInfo
   X(LIST_CLUSTER_OBJECTS, Empty, ObjectList, kUnary, true, kControl)                            \
   X(LIST_CLUSTER_ACTORS, Empty, ActorList, kUnary, true, kControl)                              \
   X(SHUTDOWN_CLUSTER, ShutdownClusterRequest, Empty, kUnary, true, kControl)                    \
+  X(LIST_NODES, Empty, NodeList, kUnary, true, kControl)                                        \
+  X(REPORT_RESOURCES, ResourceReport, Empty, kOneWay, true, kControl)                           \
+  X(GET_JOB_INFO, GetJobInfoRequest, JobConfigInfo, kUnary, true, kControl)                     \
   /* node */                                                                                    \
   X(REGISTER_DRIVER, RegisterDriverRequest, RegisterDriverReply, kUnary, false, kControl)       \
   X(REGISTER_WORKER, RegisterWorkerRequest, RegisterWorkerReply, kUnary, false, kControl)       \
@@ -61,6 +64,9 @@ inline std::optional<std::chrono::milliseconds> DefaultDeadline(const MethodInfo
   X(NOTIFY_BLOCKED, NotifyBlockedRequest, Empty, kOneWay, false, kControl)                      \
   X(NOTIFY_UNBLOCKED, NotifyBlockedRequest, Empty, kOneWay, false, kControl)                    \
   X(GET_NODE_STATS, Empty, NodeStats, kUnary, true, kControl)                                   \
+  X(UPDATE_CLUSTER_VIEW, ClusterViewUpdate, Empty, kOneWay, true, kControl)                     \
+  X(JOB_FINISHED, JobFinished, Empty, kOneWay, true, kControl)                                  \
+  X(LEASE_INFEASIBLE, LeaseInfeasibleNotice, Empty, kOneWay, true, kControl)                    \
   X(GET_WORKER_FAILURE_CAUSE, GetWorkerFailureCauseRequest, WorkerFailureCause, kUnary, true,   \
     kControl)                                                                                   \
   /* object store (node) */                                                                     \

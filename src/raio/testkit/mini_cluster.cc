@@ -31,7 +31,8 @@ absl::StatusOr<std::unique_ptr<MiniCluster>> MiniCluster::Create() {
 MiniCluster::~MiniCluster() { Stop(); }
 
 absl::StatusOr<int> MiniCluster::AddNode(const std::map<std::string, double>& resources,
-                                         uint64_t object_store_bytes) {
+                                         uint64_t object_store_bytes,
+                                         const std::map<std::string, std::string>& labels) {
   auto total = ResourceSet::FromMap(resources);
   if (!total.ok()) return total.status();
   const int index = num_nodes();
@@ -44,6 +45,7 @@ absl::StatusOr<int> MiniCluster::AddNode(const std::map<std::string, double>& re
   options.head_address = head_address();
   options.total = *total;
   options.object_store_bytes = object_store_bytes;
+  options.labels = labels;
   node::MemoryMonitorOptions no_monitor = node::MemoryMonitorOptions::FromConfig();
   no_monitor.interval = std::chrono::milliseconds(0);  // off
   options.memory_monitor = no_monitor;

@@ -47,8 +47,10 @@ class MiniCluster {
   // custom names; GPU only as many as CUDA_VISIBLE_DEVICES lists, if set) and returns its
   // index once the head has registered it. Errors: InvalidArgument (bad resources), or
   // the node's start-up error. Blocks.
+  // `labels`: the node's labels (label selectors match them).
   absl::StatusOr<int> AddNode(const std::map<std::string, double>& resources,
-                              uint64_t object_store_bytes = kDefaultObjectStoreBytes);
+                              uint64_t object_store_bytes = kDefaultObjectStoreBytes,
+                              const std::map<std::string, std::string>& labels = {});
   // Node `i` (0 <= i < num_nodes(), not stopped).
   node::NodeManager& node(int i);
   // Node `i`'s session directory.

@@ -2,9 +2,11 @@
 
 #include <sched.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
+#include "raio/common/labels.h"
 #include "raio/common/logging.h"
 #include "raio/common/resources.h"
 #include "raio/errors.h"
@@ -46,12 +48,58 @@ CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Co
                  options_.node_id_hex, options_.worker_id),
       actor_submitter_(mu_, outbox_, pool_, loop, node, submitter_, objects_, resolver_) {
   RegisterOwnerServiceHandlers();
+  submitter_.SetJob(options_.job_id);
+  node_notices_.Handle<proto::LEASE_INFEASIBLE>(
+      [this](const rpc::Responder<proto::LEASE_INFEASIBLE>&,
+             const proto::LeaseInfeasibleNotice& notice) { OnLeaseInfeasible(notice); });
   pool_.OnClose([this](const std::shared_ptr<rpc::Connection>& conn, const absl::Status&) {
     OnPooledConnectionClosed(conn);
   });
 }
 
 CoreWorker::~CoreWorker() { Shutdown(); }
+
+void CoreWorker::SetStrategy(const std::string& function_name, const SchedulingStrategy& strategy,
+                             const std::map<std::string, std::string>& label_selector,
+                             proto::TaskSpec* spec) {
+  if (absl::Status s = ValidateLabelSelector(label_selector); !s.ok()) {
+    throw InvalidUsageError(absl::StrCat(function_name, ": SetLabelSelector: ", s.message()));
+  }
+  spec->mutable_label_selector()->insert(label_selector.begin(), label_selector.end());
+  switch (strategy.kind()) {
+    case SchedulingStrategy::Kind::kDefault:
+      return;
+    case SchedulingStrategy::Kind::kSpread:
+      spec->mutable_scheduling_strategy()->set_kind(proto::SchedulingStrategy::SPREAD);
+      return;
+    case SchedulingStrategy::Kind::kNodeAffinity: {
+      const std::string& hex = strategy.node_id();
+      std::string bytes = absl::HexStringToBytes(hex);
+      if (hex.size() != 2 * NodeId::kSize ||
+          absl::BytesToHexString(bytes) != absl::AsciiStrToLower(hex)) {
+        throw InvalidUsageError(absl::StrCat(
+            function_name, ": SchedulingStrategy::NodeAffinity: '", hex, "' is not a node id (",
+            2 * NodeId::kSize, " hex digits, as raio::GetNodeId() and `raio list nodes` show)"));
+      }
+      auto* s = spec->mutable_scheduling_strategy();
+      s->set_kind(proto::SchedulingStrategy::NODE_AFFINITY);
+      s->set_node_id(bytes);
+      s->set_soft(strategy.soft());
+      return;
+    }
+  }
+}
+
+void CoreWorker::OnLeaseInfeasible(const proto::LeaseInfeasibleNotice& notice) {
+  OutboxLock lock(&mu_, &outbox_);
+  if (shut_down_) return;
+  submitter_.OnLeaseInfeasible(notice);
+}
+
+void CoreWorker::OnNodeRequest(const std::shared_ptr<rpc::Connection>& conn,
+                               const rpc::FrameHeader& h, std::string_view body) {
+  if (!node_notices_.Dispatch(conn, h, body)) node_notices_.RejectUnknown(conn, h);
+}
 
 void CoreWorker::Shutdown() {
   {
@@ -154,6 +202,7 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
                               options.resources.begin()->second == 1.0;
   if (!default_demand) demand->ToProto(spec->mutable_resources());
   if (options.num_returns > 1) spec->set_num_returns(static_cast<uint32_t>(options.num_returns));
+  SetStrategy(function_name, options.strategy, options.label_selector, spec);
   task->num_returns = options.num_returns;
   task->retries_left = options.max_retries;
   std::vector<ObjectId> contained;

@@ -51,6 +51,9 @@ class CoreWorker {
     JobId job_id = 0;
     // How peers are connected to; null: Unix sockets on this node, TCP elsewhere.
     std::shared_ptr<rpc::ConnectionFactory> connection_factory;
+    // The node's IP: the owner service also listens on TCP there (port chosen by the
+    // system), for borrowers and workers on other hosts.
+    std::string node_ip = "127.0.0.1";
   };
 
   // `loop` must outlive the CoreWorker; `node` is a started connection on that loop;
@@ -102,6 +105,18 @@ class CoreWorker {
 
   // The node connection closed: fail everything pending; later calls throw.
   void OnNodeLost(const std::string& why);
+  // Puts `strategy` and `label_selector` into `spec`. Throws InvalidUsageError naming
+  // `function_name` for a malformed node id or selector.
+  static void SetStrategy(const std::string& function_name, const SchedulingStrategy& strategy,
+                          const std::map<std::string, std::string>& label_selector,
+                          proto::TaskSpec* spec);
+  // The node keeps a lease request of ours that no node can meet now (LEASE_INFEASIBLE).
+  void OnLeaseInfeasible(const proto::LeaseInfeasibleNotice& notice);
+  // Requests the node sends on a driver's node connection (its notices); for the
+  // connection's request handler.
+  void OnNodeRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                     std::string_view body);
+  const std::string& node_id_hex() const { return options_.node_id_hex; }
   // Stops submitting, closes worker connections. Idempotent.
   void Shutdown();
 
@@ -182,11 +197,14 @@ class CoreWorker {
   ActorSubmitter actor_submitter_;
   uint64_t next_task_seq_ ABSL_GUARDED_BY(mu_) = 1;
   rpc::Service owner_service_{"owner"};
+  // What the node sends on a driver's node connection (LEASE_INFEASIBLE).
+  rpc::Service node_notices_{"node-notices"};
   // Where this process's owner service is (copied into every task spec it submits), and
   // serialized (as ObjectRefs carry it).
   proto::Address caller_address_;
   std::string owner_address_;
   std::unique_ptr<rpc::Listener> owner_listener_;
+  std::unique_ptr<rpc::Listener> owner_tcp_listener_;
   // Owner service: borrowers that registered themselves, by their connection.
   std::map<rpc::Connection*, std::set<WorkerId>> borrower_conns_ ABSL_GUARDED_BY(mu_);
   // Owner service: borrowers registered on their behalf, watched through a connection to

@@ -36,31 +36,38 @@ absl::Status CoreWorker::StartOwnerService() {
   // The socket is this process's own choice, in the directory its node gave it; peers
   // learn it only from the address (never by computing a path).
   std::string path = absl::StrCat(options_.socket_dir, "/o-", options_.worker_id.Hex(), ".sock");
-  // One host until processes listen on TCP for other hosts (many-nodes issue): no port.
-  caller_address_.set_ip("127.0.0.1");
   caller_address_.set_node_id(absl::HexStringToBytes(options_.node_id_hex));
   caller_address_.set_worker_id(options_.worker_id.Binary());
   caller_address_.set_unix_socket(path);
-  owner_address_ = caller_address_.SerializeAsString();
+  auto on_accept = [this](std::shared_ptr<rpc::Connection> conn) {
+    conn->Start(
+        [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+               std::string_view body) {
+          if (!owner_service_.Dispatch(c, h, body)) owner_service_.RejectUnknown(c, h);
+        },
+        [this](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
+          // The borrowers that registered themselves over this connection are gone.
+          OutboxLock lock(&mu_, &outbox_);
+          auto it = borrower_conns_.find(c.get());
+          if (it == borrower_conns_.end()) return;
+          std::set<WorkerId> borrowers = std::move(it->second);
+          borrower_conns_.erase(it);
+          if (shut_down_) return;
+          for (const auto& b : borrowers) objects_.RemoveBorrowerEverywhere(b);
+        });
+  };
+  // Peers on other hosts reach it over TCP at the node's IP.
+  auto tcp = rpc::Listener::ListenTcp(loop_.io(), options_.node_ip, 0, on_accept);
+  if (!tcp.ok()) return tcp.status();
+  owner_tcp_listener_ = std::move(*tcp);
+  caller_address_.set_ip(options_.node_ip);
+  caller_address_.set_port(owner_tcp_listener_->port());
+  // ObjectRefs may travel to any host: their owner address has no socket path.
+  proto::Address routable = caller_address_;
+  routable.clear_unix_socket();
+  owner_address_ = routable.SerializeAsString();
   submitter_.SetCallerAddress(caller_address_);
-  auto l =
-      rpc::Listener::ListenUnix(loop_.io(), path, [this](std::shared_ptr<rpc::Connection> conn) {
-        conn->Start(
-            [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
-                   std::string_view body) {
-              if (!owner_service_.Dispatch(c, h, body)) owner_service_.RejectUnknown(c, h);
-            },
-            [this](const std::shared_ptr<rpc::Connection>& c, const absl::Status&) {
-              // The borrowers that registered themselves over this connection are gone.
-              OutboxLock lock(&mu_, &outbox_);
-              auto it = borrower_conns_.find(c.get());
-              if (it == borrower_conns_.end()) return;
-              std::set<WorkerId> borrowers = std::move(it->second);
-              borrower_conns_.erase(it);
-              if (shut_down_) return;
-              for (const auto& b : borrowers) objects_.RemoveBorrowerEverywhere(b);
-            });
-      });
+  auto l = rpc::Listener::ListenUnix(loop_.io(), path, std::move(on_accept));
   if (!l.ok()) return l.status();
   owner_listener_ = std::move(*l);
   return absl::OkStatus();

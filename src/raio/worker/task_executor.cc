@@ -33,15 +33,25 @@ TaskExecutor::~TaskExecutor() {
 }
 
 absl::Status TaskExecutor::Listen(const std::string& socket_path) {
-  auto l = rpc::Listener::ListenUnix(
-      loop_.io(), socket_path, [this](std::shared_ptr<rpc::Connection> conn) {
-        conn->Start([this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
-                           std::string_view body) { OnRequest(c, h, body); },
-                    nullptr);
-      });
+  auto l = rpc::Listener::ListenUnix(loop_.io(), socket_path,
+                                     [this](std::shared_ptr<rpc::Connection> c) { Accept(c); });
   if (!l.ok()) return l.status();
   listener_ = std::move(*l);
   return absl::OkStatus();
+}
+
+void TaskExecutor::Accept(const std::shared_ptr<rpc::Connection>& conn) {
+  conn->Start([this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                     std::string_view body) { OnRequest(c, h, body); },
+              nullptr);
+}
+
+absl::StatusOr<int> TaskExecutor::ListenTcp(const std::string& ip) {
+  auto l = rpc::Listener::ListenTcp(loop_.io(), ip, 0,
+                                    [this](std::shared_ptr<rpc::Connection> c) { Accept(c); });
+  if (!l.ok()) return l.status();
+  tcp_listener_ = std::move(*l);
+  return tcp_listener_->port();
 }
 
 void TaskExecutor::RegisterHandlers() {
@@ -68,6 +78,12 @@ void TaskExecutor::RegisterHandlers() {
         absl::StrCat("remote function '", name, "' is not registered in this worker's executable (",
                      SelfExecutablePath(), "); add RAIO_REMOTE(", name, ")"));
   });
+  // The node's notices for this worker's own submissions.
+  node_service_.Handle<proto::LEASE_INFEASIBLE>(
+      [this](const rpc::Responder<proto::LEASE_INFEASIBLE>&,
+             const proto::LeaseInfeasibleNotice& notice) {
+        if (core_ != nullptr) core_->OnLeaseInfeasible(notice);
+      });
   node_service_.Handle<proto::CREATE_ACTOR_INSTANCE>(
       [this](const rpc::Responder<proto::CREATE_ACTOR_INSTANCE>& r,
              proto::CreateActorInstanceRequest& req) {

@@ -43,6 +43,9 @@ class TaskExecutor {
   ~TaskExecutor();
 
   absl::Status Listen(const std::string& socket_path);
+  // Also accepts tasks over TCP on `ip` (a port the system picks) for owners on other
+  // hosts; returns the port.
+  absl::StatusOr<int> ListenTcp(const std::string& ip);
   // The node's id, reported in errors, and its object store (arguments in the store are
   // read in place; results of 100 KiB or more are written there). Call before Run().
   void set_node_id(std::string node_id_hex) { node_id_hex_ = std::move(node_id_hex); }
@@ -92,7 +95,10 @@ class TaskExecutor {
 
   EventLoop loop_;
   std::string node_id_hex_;
+  // Starts a connection from an owner (either listener).
+  void Accept(const std::shared_ptr<rpc::Connection>& conn);
   std::unique_ptr<rpc::Listener> listener_;
+  std::unique_ptr<rpc::Listener> tcp_listener_;
   proto::PushTaskRequest request_;  // reused for every task
   // PUSH_TASK, PUSH_ACTOR_TASK and EXIT_WORKER from owners and the node; the node's own
   // requests (CREATE_ACTOR_INSTANCE) come on the worker's connection to it.

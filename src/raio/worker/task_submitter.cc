@@ -57,12 +57,18 @@ TaskSubmitter::TaskSubmitter(raio::Mutex& mu, Outbox& outbox, rpc::ConnectionPoo
 TaskSubmitter::~TaskSubmitter() = default;
 
 void TaskSubmitter::SetCallerAddress(const proto::Address& address) {
+  proto::Address routable = address;
+  routable.clear_unix_socket();
   proto::PushTaskRequest task;
   *task.mutable_spec()->mutable_caller_address() = address;
   task_suffix_ = task.SerializeAsString();
+  *task.mutable_spec()->mutable_caller_address() = routable;
+  remote_task_suffix_ = task.SerializeAsString();
   proto::PushActorTaskRequest actor;
   *actor.mutable_spec()->mutable_caller_address() = address;
   actor_suffix_ = actor.SerializeAsString();
+  *actor.mutable_spec()->mutable_caller_address() = routable;
+  remote_actor_suffix_ = actor.SerializeAsString();
   // Leaves room for the attempt and sequence fields.
   RAIO_CHECK(std::max(task_suffix_.size(), actor_suffix_.size()) + 30 <=
              rpc::FieldSuffix::kCapacity);
@@ -78,11 +84,22 @@ void TaskSubmitter::Submit(std::shared_ptr<TaskEntry> task, const ResourceSet& d
   // A scheduling class is a resource shape and a function (as Ray's): the pipeline depth
   // follows the measured time of that function only, so a quick function's history never
   // queues a slow one behind another.
-  std::string key = absl::StrCat(demand.Key(), "|", task->request.spec().function_name());
+  const proto::TaskSpec& spec = task->request.spec();
+  std::string key = absl::StrCat(demand.Key(), "|", spec.function_name());
+  if (spec.has_scheduling_strategy() || !spec.label_selector().empty()) {
+    // Where tasks may run is part of the class: a lease for one strategy never serves
+    // another's tasks.
+    std::map<std::string, std::string> selector(spec.label_selector().begin(),
+                                                spec.label_selector().end());
+    absl::StrAppend(&key, "|", spec.scheduling_strategy().SerializeAsString());
+    for (const auto& [k, v] : selector) absl::StrAppend(&key, "|", k, "=", v);
+  }
   auto& cls = classes_[key];
   if (!cls) {
     cls = std::make_unique<SchedulingClass>();
     cls->demand = demand;
+    cls->strategy = spec.scheduling_strategy();
+    cls->label_selector.insert(spec.label_selector().begin(), spec.label_selector().end());
   }
   TaskEntry* t = task.get();
   t->cls = cls.get();
@@ -170,11 +187,12 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
     for (std::size_t i = open; i < wanted; ++i) RequestLease(cls);
   } else {
     // Nothing left to run: stop asking for workers, and let idle leases go after a while.
-    for (const auto& id : cls->pending_requests) {
+    for (const auto& [id, request] : cls->pending_requests) {
       if (cls->cancelling.insert(id).second) {
         auto req = std::make_shared<proto::LeaseIdRequest>();
         req->set_lease_id(id.Binary());
-        outbox_.Call<proto::CANCEL_WORKER_LEASE>(node_, std::move(req), [](const auto&) {});
+        outbox_.Call<proto::CANCEL_WORKER_LEASE>(request.node, std::move(req),
+                                                 [](const auto&) {});
       }
     }
     if (loop_.InLoopThread()) {
@@ -195,7 +213,7 @@ void TaskSubmitter::PushTask(const std::shared_ptr<LeaseState>& lease,
   // is failed meanwhile. The request itself never changes: the caller's address and the
   // attempt go in a suffix.
   rpc::FieldSuffix suffix;
-  suffix.AddEncoded(task_suffix_);
+  suffix.AddEncoded(lease->remote ? remote_task_suffix_ : task_suffix_);
   if (t->attempt > 0) suffix.Add(proto::PushTaskRequest::kAttemptFieldNumber, t->attempt);
   outbox_.Call<proto::PUSH_TASK>(
       lease->conn, std::shared_ptr<const proto::PushTaskRequest>(entry, &entry->request),
@@ -259,7 +277,7 @@ void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseSta
       auto req = std::make_shared<proto::GetWorkerFailureCauseRequest>();
       req->set_worker_id(lease->worker.Binary());
       outbox_.Call<proto::GET_WORKER_FAILURE_CAUSE>(
-          node_, std::move(req),
+          lease->node, std::move(req),
           [this, lease](absl::StatusOr<proto::WorkerFailureCause> r) {
             OnFailureCause(lease, std::move(r));
           },
@@ -459,7 +477,13 @@ void TaskSubmitter::FinishObject(const ObjectId& id, internal::ValueView value, 
 
 void TaskSubmitter::RequestLease(SchedulingClass* cls) {
   LeaseId id = RandomId<LeaseId>();
-  cls->pending_requests.insert(id);
+  SendLeaseRequest(cls, id, node_, 0, false);
+}
+
+void TaskSubmitter::SendLeaseRequest(SchedulingClass* cls, const LeaseId& id,
+                                     const std::shared_ptr<rpc::Connection>& node,
+                                     uint32_t spillbacks, bool grant_or_reject) {
+  cls->pending_requests[id] = SchedulingClass::Request{node, spillbacks};
   auto req = std::make_shared<proto::RequestWorkerLeaseRequest>();
   req->set_lease_id(id.Binary());
   cls->demand.ToProto(req->mutable_demand());
@@ -469,25 +493,50 @@ void TaskSubmitter::RequestLease(SchedulingClass* cls) {
       req->set_function_name(front->request.spec().function_name());
     }
   }
+  req->set_job_id(job_);
+  if (cls->strategy.kind() != proto::SchedulingStrategy::DEFAULT) {
+    *req->mutable_strategy() = cls->strategy;
+  }
+  req->mutable_label_selector()->insert(cls->label_selector.begin(), cls->label_selector.end());
+  req->set_spillback_count(spillbacks);
+  req->set_grant_or_reject(grant_or_reject);
   outbox_.Call<proto::REQUEST_WORKER_LEASE>(
-      node_, std::move(req), [this, cls, id](absl::StatusOr<proto::RequestWorkerLeaseReply> reply) {
-        OnLeaseReply(cls, id, std::move(reply));
+      node, std::move(req),
+      [this, cls, id, node](absl::StatusOr<proto::RequestWorkerLeaseReply> reply) {
+        OnLeaseReply(cls, id, node, std::move(reply));
       });
 }
 
 void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
+                                 const std::shared_ptr<rpc::Connection>& node,
                                  absl::StatusOr<proto::RequestWorkerLeaseReply> reply) {
-  // Connect to a granted worker before taking the mutex (a connect may block).
+  // Connect to a granted worker, or to the node a spillback names, before taking the
+  // mutex (a connect may block).
   absl::StatusOr<std::shared_ptr<rpc::Connection>> conn =
       absl::FailedPreconditionError("not granted");
+  const bool spilled = reply.ok() && reply->result() == proto::RequestWorkerLeaseReply::SPILLBACK;
   if (reply.ok() && reply->result() == proto::RequestWorkerLeaseReply::GRANTED) {
     conn = pool_.Get(reply->worker_address());
+  } else if (spilled) {
+    conn = pool_.Get(reply->retry_at());
   }
   OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
-  cls->pending_requests.erase(id);
-  cls->cancelling.erase(id);
+  uint32_t spillbacks = 0;
+  if (auto it = cls->pending_requests.find(id); it != cls->pending_requests.end()) {
+    spillbacks = it->second.spillbacks;
+    cls->pending_requests.erase(it);
+  }
+  const bool cancelled = cls->cancelling.erase(id) > 0;
+  const bool remote = node != node_;
   if (!reply.ok()) {
+    if (remote) {
+      // Another node went away with our request: ask our own node again.
+      RAIO_LOG_WARN("lease request to another node failed ({}); asking this node again",
+                    reply.status().message());
+      if (!cancelled && !cls->queue.empty()) SendLeaseRequest(cls, id, node_, spillbacks + 1, false);
+      return;
+    }
     FailQueued(
         cls, proto::NODE_DIED,
         absl::StrCat("cannot lease a worker from the node daemon: ", reply.status().message()));
@@ -504,6 +553,22 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
     case proto::RequestWorkerLeaseReply::CANCELLED:
       if (!cls->queue.empty()) Dispatch(cls);
       return;
+    case proto::RequestWorkerLeaseReply::SPILLBACK:
+    case proto::RequestWorkerLeaseReply::REJECTED:
+      if (cancelled || cls->queue.empty()) {
+        if (!cls->queue.empty()) Dispatch(cls);
+        return;
+      }
+      if (spilled && conn.ok()) {
+        SendLeaseRequest(cls, id, *conn, spillbacks + 1, r.grant_or_reject());
+      } else {
+        if (spilled) {
+          RAIO_LOG_WARN("cannot reach {} for a spilled lease: {}",
+                        rpc::DescribeAddress(r.retry_at()), conn.status().message());
+        }
+        SendLeaseRequest(cls, id, node_, spillbacks + 1, false);
+      }
+      return;
     default:
       break;
   }
@@ -513,11 +578,13 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
   auto lease = std::make_shared<LeaseState>();
   lease->id = id;
   lease->worker = worker;
+  lease->node = node;
+  lease->remote = remote;
   if (!conn.ok()) {
     RAIO_LOG_WARN("cannot reach leased worker: {}", conn.status().message());
     auto ret = std::make_shared<proto::LeaseIdRequest>();
     ret->set_lease_id(id.Binary());
-    outbox_.Call<proto::RETURN_WORKER_LEASE>(node_, std::move(ret), [](const auto&) {});
+    outbox_.Call<proto::RETURN_WORKER_LEASE>(node, std::move(ret), [](const auto&) {});
     Dispatch(cls);
     return;
   }
@@ -525,6 +592,15 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
   cls->leases[id] = lease;
   Dispatch(cls);
   if (lease->in_flight == 0) ArmIdleTimer(cls, lease);
+}
+
+void TaskSubmitter::OnLeaseInfeasible(const proto::LeaseInfeasibleNotice& notice) {
+  LeaseId id = LeaseId::FromBinary(notice.lease_id());
+  for (auto& [key, cls] : classes_) {
+    if (!cls->pending_requests.count(id) || cls->warned_infeasible) continue;
+    cls->warned_infeasible = true;
+    RAIO_LOG_WARN("{}", notice.message());
+  }
 }
 
 void TaskSubmitter::ArmIdleTimer(SchedulingClass* cls, const std::shared_ptr<LeaseState>& lease) {
@@ -575,7 +651,7 @@ void TaskSubmitter::ReturnLease(SchedulingClass* cls, const std::shared_ptr<Leas
   cls->leases.erase(lease->id);
   auto req = std::make_shared<proto::LeaseIdRequest>();
   req->set_lease_id(lease->id.Binary());
-  outbox_.Call<proto::RETURN_WORKER_LEASE>(node_, std::move(req), [](const auto&) {});
+  outbox_.Call<proto::RETURN_WORKER_LEASE>(lease->node, std::move(req), [](const auto&) {});
 }
 
 void TaskSubmitter::FailQueued(SchedulingClass* cls, proto::ErrorType type,
@@ -614,7 +690,8 @@ void TaskSubmitter::Cancel(const ObjectId& id, bool force) {
     t->pushed_to->crash_charged = true;
     auto req = std::make_shared<proto::LeaseIdRequest>();
     req->set_lease_id(t->pushed_to->id.Binary());
-    outbox_.Call<proto::KILL_LEASED_WORKER>(node_, std::move(req), [](const auto&) {});
+    outbox_.Call<proto::KILL_LEASED_WORKER>(t->pushed_to->node, std::move(req),
+                                            [](const auto&) {});
   }
 }
 

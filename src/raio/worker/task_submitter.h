@@ -65,6 +65,10 @@ struct LeaseState {
   LeaseId id;
   WorkerId worker;
   std::shared_ptr<rpc::Connection> conn;
+  // The node that granted it (this process's own, or another one after a spillback): the
+  // lease is returned there, and asked there why its worker died.
+  std::shared_ptr<rpc::Connection> node;
+  bool remote = false;  // granted by another node than this process's
   int in_flight = 0;
   bool dead = false;
   bool timer_armed = false;
@@ -88,8 +92,18 @@ struct SchedulingClass {
   ResourceSet demand;
   std::deque<TaskId> queue;  // ready to run, in submission order
   std::map<LeaseId, std::shared_ptr<LeaseState>> leases;
-  std::set<LeaseId> pending_requests;
+  // Open lease requests: the node each is at now, and how often it was spilled.
+  struct Request {
+    std::shared_ptr<rpc::Connection> node;
+    uint32_t spillbacks = 0;
+  };
+  std::map<LeaseId, Request> pending_requests;
   std::set<LeaseId> cancelling;
+  // Where its tasks may run (the spec's strategy and label selector; part of the class).
+  proto::SchedulingStrategy strategy;
+  std::map<std::string, std::string> label_selector;
+  // The node said no node can meet the demand now (LEASE_INFEASIBLE): warned once.
+  bool warned_infeasible = false;
   double mean_exec_us = -1;  // exponential moving average; -1 until measured
   // The node said at its latest grant that it has no room for another lease of this shape:
   // only then are several tasks pipelined onto one worker (see Dispatch).
@@ -110,6 +124,8 @@ class TaskSubmitter {
   // `ref_args` are resolved first (their TaskArg slots are filled then).
   void Submit(std::shared_ptr<TaskEntry> task, const ResourceSet& demand,
               std::vector<RefArg> ref_args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job whose tasks these are (named in lease requests to other nodes).
+  void SetJob(JobId job) { job_ = job; }
   // What the task returning `id` is waiting for, for a Get that timed out ("" when `id`
   // is not a task of this submitter's).
   std::string DescribePending(const ObjectId& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -141,8 +157,17 @@ class TaskSubmitter {
   // an Address copy, its serialization and its strings per task.
   void SetCallerAddress(const proto::Address& address);
   // `spec { caller_address }` encoded as fields of PushTaskRequest / PushActorTaskRequest.
-  const std::string& task_suffix() const { return task_suffix_; }
-  const std::string& actor_suffix() const { return actor_suffix_; }
+  // `remote`: for a worker on another node (the caller's address without its socket path).
+  const std::string& task_suffix(bool remote = false) const {
+    return remote ? remote_task_suffix_ : task_suffix_;
+  }
+  const std::string& actor_suffix(bool remote = false) const {
+    return remote ? remote_actor_suffix_ : actor_suffix_;
+  }
+  // The node told us no node can meet a lease's demand now (it keeps the request): the
+  // first such notice per class is logged as a warning for the user.
+  void OnLeaseInfeasible(const proto::LeaseInfeasibleNotice& notice)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the thread-safety analysis that the caller holds the CoreWorker's mutex, which
   // this class knows by reference as `mu_` (the analysis cannot see the alias).
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) { mu_.AssertHeld(); }
@@ -156,7 +181,13 @@ class TaskSubmitter {
   void PushTask(const std::shared_ptr<LeaseState>& lease, const std::shared_ptr<TaskEntry>& task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequestLease(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends lease request `id` of `cls` to `node` (this process's node, or the one a
+  // spillback named).
+  void SendLeaseRequest(SchedulingClass* cls, const LeaseId& id,
+                        const std::shared_ptr<rpc::Connection>& node, uint32_t spillbacks,
+                        bool grant_or_reject) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
+                    const std::shared_ptr<rpc::Connection>& node,
                     absl::StatusOr<proto::RequestWorkerLeaseReply> reply);
   // A push's outcome. A transport failure means the worker is gone (retry or fail once
   // the node says why); the worker's own error answer (rpc::IsPeerError: it refused the
@@ -202,8 +233,11 @@ class TaskSubmitter {
   std::shared_ptr<rpc::Connection> node_;
   const std::string node_id_hex_;
   const WorkerId self_;
+  JobId job_ = 0;
   std::string task_suffix_;   // set once, before any push
   std::string actor_suffix_;  // set once, before any push
+  std::string remote_task_suffix_;
+  std::string remote_actor_suffix_;
   std::map<std::string, std::unique_ptr<SchedulingClass>> classes_ ABSL_GUARDED_BY(mu_);
   // Every task not yet completed, by id (queues, leases and the resolver refer to tasks
   // by id; an id missing here is a task that completed). Shared with the outbox until

@@ -25,6 +25,7 @@ WorkerPool::WorkerPool(boost::asio::io_context& io, Options options)
     : io_(io),
       session_dir_(std::move(options.session_dir)),
       node_socket_path_(std::move(options.node_socket_path)),
+      node_ip_(std::move(options.node_ip)),
       node_has_gpus_(options.node_has_gpus),
       node_mask_(std::move(options.node_mask)) {}
 
@@ -53,6 +54,7 @@ absl::Status WorkerPool::StartWorker(const WorkerKey& key) {
   if (set_devices) env.push_back("CUDA_VISIBLE_DEVICES=" + VisibleDevices(key.gpus, node_mask_));
   env.push_back("RAIO_WORKER_MODE=1");
   env.push_back("RAIO_NODE_SOCKET=" + node_socket_path_);
+  env.push_back("RAIO_NODE_IP=" + node_ip_);
   env.push_back("RAIO_WORKER_ID=" + id.Hex());
   env.push_back(absl::StrCat("RAIO_JOB_ID=", job));
   env.push_back("RAIO_SESSION_DIR=" + session_dir_);

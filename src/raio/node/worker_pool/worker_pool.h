@@ -71,6 +71,8 @@ class WorkerPool {
     // The node's own CUDA_VISIBLE_DEVICES split at commas (ParseDeviceMask): GPU id i is
     // device node_mask[i]. Empty: id i is device i.
     std::vector<std::string> node_mask;
+    // The node's IP (RAIO_NODE_IP): workers listen on TCP there for other hosts.
+    std::string node_ip = "127.0.0.1";
   };
   // `io` is the node's loop, where the workers' stderr pipes are read.
   WorkerPool(boost::asio::io_context& io, Options options);
@@ -133,6 +135,7 @@ class WorkerPool {
   boost::asio::io_context& io_;
   std::string session_dir_;
   std::string node_socket_path_;
+  std::string node_ip_;
   bool node_has_gpus_;
   std::vector<std::string> node_mask_;
   struct StartFailures {
