@@ -113,6 +113,7 @@ struct PendingGroup {
   uint32_t job_id = 0;
   std::string function_name;
   std::string demand;
+  bool infeasible = false;  // no node of the cluster can meet the demand now
   std::size_t requests = 0;
   uint32_t latest_backlog = 0;  // the owner's queue length when it sent its latest request
   std::size_t Waiting() const {
@@ -138,10 +139,12 @@ std::vector<PendingGroup> GroupPendingLeases(const raio::proto::NodeStats& node)
   for (const auto& p : node.pending_leases()) {
     std::string demand = FormatDemand(p.demand());
     auto it = std::find_if(groups.begin(), groups.end(), [&](const PendingGroup& g) {
-      return g.job_id == p.job_id() && g.function_name == p.function_name() && g.demand == demand;
+      return g.job_id == p.job_id() && g.function_name == p.function_name() &&
+             g.demand == demand && g.infeasible == p.infeasible();
     });
     if (it == groups.end()) {
-      it = groups.insert(groups.end(), PendingGroup{p.job_id(), p.function_name(), demand});
+      it = groups.insert(groups.end(),
+                         PendingGroup{p.job_id(), p.function_name(), demand, p.infeasible()});
     }
     ++it->requests;
     it->latest_backlog = p.backlog();
@@ -204,7 +207,14 @@ int Status(const std::string& address_flag, bool json) {
     std::map<std::string, int> states;
     for (const auto& w : n.workers()) ++states[w.state()];
     std::cout << "  node " << n.node_id() << "  " << n.address()
-              << "\n    workers: " << n.workers_size();
+              << (n.hostname().empty() ? "" : "  " + n.hostname()) << "\n    resources in use:";
+    std::map<std::string, double> node_total(n.total().amounts().begin(), n.total().amounts().end());
+    for (const auto& [k, v] : node_total) {
+      auto it = n.available().amounts().find(k);
+      double avail = it == n.available().amounts().end() ? 0 : it->second;
+      std::cout << "  " << k << " " << Fmt(k, v - avail) << "/" << Fmt(k, v);
+    }
+    std::cout << "\n    workers: " << n.workers_size();
     for (const auto& [s, c] : states) std::cout << "  " << s << "=" << c;
     std::cout << "\n";
     for (int i = 0; i < n.workers_size() && i < kMaxWorkersListed; ++i) {
@@ -236,8 +246,10 @@ int Status(const std::string& address_flag, bool json) {
   std::cout << "Pending tasks: " << pending_tasks << "\n";
   for (const auto& n : status.nodes()) {
     for (const auto& g : GroupPendingLeases(n)) {
-      std::cout << "  waiting for resources: job " << g.job_id << " " << g.function_name
-                << " demand " << g.demand << " (" << g.Waiting() << " waiting)\n";
+      std::cout << (g.infeasible ? "  infeasible (no node can meet it; waits for one to join): "
+                                 : "  waiting for resources: ")
+                << "job " << g.job_id << " " << g.function_name << " demand " << g.demand << " ("
+                << g.Waiting() << " waiting) on node " << n.node_id() << "\n";
     }
   }
   raio::proto::ActorList actors;
@@ -329,6 +341,38 @@ int ListActors(const std::string& address_flag, bool json) {
   }
   PrintActors(list);
   std::cout << list.actors_size() << " actors\n";
+  return 0;
+}
+
+int ListNodes(const std::string& address_flag, bool json) {
+  raio::proto::NodeList list;
+  if (!CallHead(address_flag, "raio list nodes", raio::proto::LIST_NODES, &list)) return 1;
+  if (json) {
+    std::cout << ToJson(list) << "\n";
+    return 0;
+  }
+  std::cout << "NODE ID           ADDRESS                HOST              STATE  RESOURCES "
+               "(in use / total)  LABELS\n";
+  for (const auto& n : list.nodes()) {
+    std::map<std::string, double> total(n.total().amounts().begin(), n.total().amounts().end());
+    std::string resources;
+    for (const auto& [k, v] : total) {
+      auto it = n.available().amounts().find(k);
+      double avail = it == n.available().amounts().end() ? 0 : it->second;
+      absl::StrAppend(&resources, resources.empty() ? "" : ", ", k, " ", Fmt(k, v - avail), "/",
+                      Fmt(k, v));
+    }
+    std::map<std::string, std::string> labels(n.labels().begin(), n.labels().end());
+    std::string label_text;
+    for (const auto& [k, v] : labels) {
+      absl::StrAppend(&label_text, label_text.empty() ? "" : ",", k, "=", v);
+    }
+    std::string address = absl::StrCat(n.address().ip(), ":", n.address().port());
+    std::printf("%-16s  %-21s  %-16s  %-5s  %s  %s\n", n.node_id().c_str(), address.c_str(),
+                n.hostname().c_str(), n.state().c_str(), resources.c_str(),
+                label_text.empty() ? "-" : label_text.c_str());
+  }
+  std::cout << list.nodes_size() << (list.nodes_size() == 1 ? " node\n" : " nodes\n");
   return 0;
 }
 

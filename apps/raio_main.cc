@@ -5,7 +5,11 @@
 //                     [--memory-usage-threshold FRACTION]
 //                     [--memory-usage-threshold-bytes BYTES]
 //                     [--system-config JSON]
+//   raio start --address HEAD_HOST:PORT [--node-ip IP] [--port P] [--num-cpus N]
+//              [--num-gpus N] [--memory BYTES] [--resources JSON] [--labels JSON]
+//              [--node-id HEX] [--object-store-memory BYTES] [--block]
 //   raio stop
+//   raio list nodes [--address HOST:PORT|auto] [--json]
 //   raio config [--address HOST:PORT|auto] [--json]
 //   raio status [--address HOST:PORT|auto] [--json]
 //   raio list objects [--address HOST:PORT|auto] [--json]
@@ -15,8 +19,11 @@
 // `start --head` runs the head service and a node daemon in one background process and
 // records it in $TMPDIR/raio/current_cluster (address, pid, log file); `stop` and
 // `status` find the cluster there unless --address or RAIO_ADDRESS says otherwise
-// ("auto" also means the recorded cluster). Usage errors exit 2.
+// ("auto" also means the recorded cluster). `start --address` runs a node daemon that
+// joins the head there, recorded in $TMPDIR/raio/nodes/<pid>.json; `stop` ends every
+// node daemon recorded on this host, then the head. Usage errors exit 2.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -39,6 +46,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "inspect.h"
 #include "raio/actor.pb.h"
 #include "raio/api/local_cluster.h"
@@ -61,6 +69,8 @@ std::string StateDir() {
   return std::string(base && *base ? base : "/tmp") + "/raio";
 }
 std::string ClusterFile() { return StateDir() + "/current_cluster"; }
+std::string NodesDir() { return StateDir() + "/nodes"; }
+std::string NodeFile(pid_t pid) { return absl::StrCat(NodesDir(), "/", pid, ".json"); }
 
 // Creates the state directory (0700) or checks the one there: it must be a directory of
 // this user's that no one else may write, since the cluster record in it names the pid
@@ -86,18 +96,19 @@ std::string CheckStateDir() {
 
 // Writes the cluster record: a new 0600 file renamed into place (never through a link
 // someone left at its name).
-bool WriteClusterFile(const nlohmann::json& j) {
-  std::string tmp = absl::StrCat(ClusterFile(), ".", ::getpid());
+bool WriteRecord(const std::string& path, const nlohmann::json& j) {
+  std::string tmp = absl::StrCat(path, ".", ::getpid(), ".tmp");
   ::unlink(tmp.c_str());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return false;
   std::string text = j.dump() + "\n";
   bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ok = ::close(fd) == 0 && ok;
-  ok = ok && ::rename(tmp.c_str(), ClusterFile().c_str()) == 0;
+  ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
   if (!ok) ::unlink(tmp.c_str());
   return ok;
 }
+bool WriteClusterFile(const nlohmann::json& j) { return WriteRecord(ClusterFile(), j); }
 
 std::optional<nlohmann::json> ReadClusterFile() {
   if (std::string why = CheckStateDir(); !why.empty()) {
@@ -149,6 +160,8 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
   options.on_shutdown_request = [] { ::kill(::getpid(), SIGTERM); };
   auto cluster = raio::api::LocalCluster::Create(options);
   std::string message;
+  const bool joining = !options.join_address.empty();
+  const std::string record = joining ? NodeFile(::getpid()) : ClusterFile();
   if (!cluster.ok()) {
     message = absl::StrCat("error: ", cluster.status().message());
   } else {
@@ -158,12 +171,15 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
                      {"pid", ::getpid()},
                      {"log", log},
                      {"session_dir", (*cluster)->session_dir()},
-                     {"shutdown_token", (*cluster)->shutdown_token()}};
+                     {"node_id", (*cluster)->node_id()},
+                     {"node_address", (*cluster)->node_address()}};
+    if (!joining) j["shutdown_token"] = (*cluster)->shutdown_token();
     if (self) j["pid_start_ticks"] = self->start_ticks;
-    if (WriteClusterFile(j)) {
-      message = "ok " + address;
+    if (WriteRecord(record, j)) {
+      message = absl::StrCat("ok ", address, " ", (*cluster)->node_id(), " ",
+                             (*cluster)->node_address());
     } else {
-      message = absl::StrCat("error: cannot write the cluster record ", ClusterFile(), ": ",
+      message = absl::StrCat("error: cannot write the record ", record, ": ",
                              std::strerror(errno));
     }
   }
@@ -182,13 +198,18 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
   sigwait(&set, &sig);
   RAIO_LOG_INFO("stopping on signal {}", sig);
   (*cluster)->Stop();
+  if (joining) {
+    ::unlink(record.c_str());
+    return 0;
+  }
   auto j = ReadClusterFile();
   if (j && (*j)["pid"].get<int>() == ::getpid()) ::unlink(ClusterFile().c_str());
   return 0;
 }
 
 int Start(const raio::api::LocalClusterOptions& options, bool block) {
-  if (auto j = ReadClusterFile(); j && DaemonAlive(*j)) {
+  const bool joining = !options.join_address.empty();
+  if (auto j = ReadClusterFile(); !joining && j && DaemonAlive(*j)) {
     std::cerr << "raio: a cluster is already running at " << (*j)["address"].get<std::string>()
               << " (pid " << (*j)["pid"] << "); run `raio stop` first\n";
     return 1;
@@ -205,6 +226,10 @@ int Start(const raio::api::LocalClusterOptions& options, bool block) {
   }
   if (std::string why = CheckStateDir(); !why.empty()) {
     std::cerr << "raio start: " << why << "\n";
+    return 1;
+  }
+  if (joining && ::mkdir(NodesDir().c_str(), 0700) != 0 && errno != EEXIST) {
+    std::cerr << "raio start: cannot create " << NodesDir() << ": " << std::strerror(errno) << "\n";
     return 1;
   }
   if (block) {
@@ -242,21 +267,84 @@ int Start(const raio::api::LocalClusterOptions& options, bool block) {
               << "\n";
     return 1;
   }
-  std::string address = message.substr(3);
+  std::vector<std::string> words = absl::StrSplit(message.substr(3), ' ');
+  words.resize(3);
+  const std::string& address = words[0];
+  if (joining) {
+    std::cout << "raio node " << words[1] << " at " << words[2] << " joined the cluster at "
+              << address << "\n"
+              << "  status:            raio status --address " << address << "\n"
+              << "  stop:              raio stop\n"
+              << "  log:               " << log << "\n";
+    return 0;
+  }
   std::cout << "raio cluster started at " << address << "\n"
             << "  connect a driver:  RAIO_ADDRESS=" << address << " ./my_program\n"
+            << "  add a node:        raio start --address " << address << "\n"
             << "  status:            raio status\n"
             << "  stop:              raio stop\n"
             << "  log:               " << log << "\n";
   return 0;
 }
 
+// Ends the daemon of record `j` (SIGTERM, then SIGKILL after 10 s). Whether it had to be
+// killed.
+bool EndDaemon(const nlohmann::json& j) {
+  pid_t pid = j["pid"].get<int>();
+  ::kill(pid, SIGTERM);
+  auto wait_gone = [&](std::chrono::seconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (DaemonAlive(j) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return !DaemonAlive(j);
+  };
+  if (wait_gone(std::chrono::seconds(10))) return false;
+  ::kill(pid, SIGKILL);
+  wait_gone(std::chrono::seconds(5));
+  return true;
+}
+
+// Ends the node daemons `raio start --address` recorded on this host; says how many.
+int StopNodes() {
+  int stopped = 0;
+  DIR* dir = ::opendir(NodesDir().c_str());
+  if (dir == nullptr) return 0;
+  std::vector<std::string> files;
+  while (dirent* e = ::readdir(dir)) {
+    std::string name = e->d_name;
+    if (name.size() > 5 && name.ends_with(".json")) files.push_back(NodesDir() + "/" + name);
+  }
+  ::closedir(dir);
+  for (const auto& file : files) {
+    std::ifstream in(file);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (...) {
+      ::unlink(file.c_str());
+      continue;
+    }
+    if (DaemonAlive(j)) {
+      bool killed = EndDaemon(j);
+      std::cout << "raio node " << j.value("node_id", std::string("?")) << " at "
+                << j.value("node_address", std::string("?")) << " stopped"
+                << (killed ? " (killed: it did not stop in 10 s)" : "") << "\n";
+      ++stopped;
+    }
+    ::unlink(file.c_str());
+  }
+  return stopped;
+}
+
 // --address, else RAIO_ADDRESS, else the cluster `raio start` recorded on this machine;
 // "auto" (as drivers accept it) also means the recorded cluster. "" when there is none.
 int Stop() {
+  int nodes = StopNodes();
   auto j = ReadClusterFile();
   if (!j || !DaemonAlive(*j)) {
     ::unlink(ClusterFile().c_str());
+    if (nodes > 0) return 0;
     // A killed daemon (or driver) may have left its session directory.
     std::string removed = ReclaimDeadProcessFiles();
     std::cout << "raio stop: no running cluster found"
@@ -264,20 +352,7 @@ int Stop() {
               << "\n";
     return 0;
   }
-  pid_t pid = (*j)["pid"].get<int>();
-  ::kill(pid, SIGTERM);
-  auto wait_gone = [&](std::chrono::seconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (DaemonAlive(*j) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return !DaemonAlive(*j);
-  };
-  if (!wait_gone(std::chrono::seconds(10))) {
-    ::kill(pid, SIGKILL);
-    wait_gone(std::chrono::seconds(5));
-    std::cerr << "raio stop: the daemon did not stop in 10 s; killed it\n";
-  }
+  if (EndDaemon(*j)) std::cerr << "raio stop: the daemon did not stop in 10 s; killed it\n";
   ::unlink(ClusterFile().c_str());
   std::cout << "raio cluster at " << (*j)["address"].get<std::string>() << " stopped\n";
   // A daemon killed above could not remove its files.
@@ -330,8 +405,20 @@ int main(int argc, char** argv) {
   bool head = false, block = false;
   double num_cpus = -1, num_gpus = -1, memory = -1;
   std::string resources_json;
-  auto* start = app.add_subcommand("start", "start a standalone cluster (head + node)");
-  start->add_flag("--head", head, "start the head (required: joining nodes comes later)");
+  auto* start = app.add_subcommand(
+      "start", "start a standalone cluster (--head: head + node) or a node that joins one");
+  auto* head_flag = start->add_flag("--head", head, "start the head and a node on this host");
+  std::string join_address, labels_json;
+  auto* join_option = start->add_option(
+      "--address", join_address, "HEAD_HOST:PORT: start a node daemon that joins that cluster");
+  head_flag->excludes(join_option);
+  start->add_option("--node-ip", start_options.node_ip,
+                    "the IP other hosts reach this node at (default: --host for a head, else "
+                    "the address this host reaches the head from)");
+  start->add_option("--labels", labels_json,
+                    "node labels as a JSON object of strings, e.g. '{\"zone\": \"a\"}'");
+  start->add_option("--node-id", start_options.node_id,
+                    "the node's id, 16 hex digits (default: random); a live node's id is refused");
   // An IP literal (the listener binds it); checked here so that a bad one is a usage error.
   auto ip_address = CLI::Validator(
       [](std::string& s) -> std::string {
@@ -343,10 +430,12 @@ int main(int argc, char** argv) {
         return "not an IPv4 or IPv6 address: " + s;
       },
       "IP");
+  start->get_option("--node-ip")->check(ip_address);
   start->add_option("--host", start_options.host, "address to listen on")
       ->capture_default_str()
       ->check(ip_address);
-  start->add_option("--port", start_options.port, "TCP port of the head (0 = any free)")
+  int port = 0;
+  start->add_option("--port", port, "TCP port of the head, or with --address of the node (0 = any free)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   auto finite_non_negative = CLI::Validator(
@@ -410,6 +499,11 @@ int main(int argc, char** argv) {
   list_objects->add_option("--address", address,
                            "head address host:port, or auto (the cluster `raio start` recorded)");
   list_objects->add_flag("--json", json, "print JSON");
+  auto* list_nodes =
+      list->add_subcommand("nodes", "nodes: id, address, host, labels, resources in use");
+  list_nodes->add_option("--address", address,
+                         "head address host:port, or auto (the cluster `raio start` recorded)");
+  list_nodes->add_flag("--json", json, "print JSON");
   auto* list_actors =
       list->add_subcommand("actors", "actors: state, name, node, restarts, death cause");
   list_actors->add_option("--address", address,
@@ -446,9 +540,49 @@ int main(int argc, char** argv) {
   }
 
   if (start->parsed()) {
-    if (!head) {
-      std::cerr << "raio start: only --head is supported in this version\n";
+    if (!head && join_address.empty()) {
+      std::cerr << "raio start: give --head (start a cluster) or --address HEAD_HOST:PORT "
+                   "(join one)\n";
       return 2;
+    }
+    if (!join_address.empty()) {
+      if (!system_config_json.empty()) {
+        std::cerr << "raio start: --system-config is the head's: a joining node takes the "
+                     "cluster's configuration\n";
+        return 2;
+      }
+      if (join_address.find(':') == std::string::npos) {
+        std::cerr << "raio start: --address must be HEAD_HOST:PORT, got " << join_address << "\n";
+        return 2;
+      }
+      start_options.join_address = join_address;
+      start_options.node_port = port;
+      start_options.fail_infeasible = false;
+      if (start_options.node_ip.empty()) {
+        start_options.node_ip = raio::rpc::LocalIpToward(join_address);
+        if (start_options.node_ip.empty()) {
+          std::cerr << "raio start: cannot tell this host's IP toward " << join_address
+                    << "; give --node-ip\n";
+          return 2;
+        }
+      }
+    } else {
+      start_options.port = port;
+      start_options.fail_infeasible = false;
+    }
+    if (!labels_json.empty()) {
+      try {
+        auto j = nlohmann::json::parse(labels_json);
+        if (!j.is_object()) throw std::runtime_error("expected a JSON object");
+        for (auto& [k, v] : j.items()) {
+          if (!v.is_string()) throw std::runtime_error("value of '" + k + "' is not a string");
+          if (k.empty()) throw std::runtime_error("a label has an empty key");
+          start_options.labels[k] = v.get<std::string>();
+        }
+      } catch (const std::exception& e) {
+        std::cerr << "raio start: bad --labels: " << e.what() << "\n";
+        return 2;
+      }
     }
     if (num_cpus >= 0) start_options.num_cpus = num_cpus;
     if (num_gpus >= 0) start_options.num_gpus = num_gpus;
@@ -496,5 +630,6 @@ int main(int argc, char** argv) {
   if (status->parsed()) return raio::cli::Status(address, json);
   if (list_objects->parsed()) return raio::cli::ListObjects(address, json);
   if (list_actors->parsed()) return raio::cli::ListActors(address, json);
+  if (list_nodes->parsed()) return raio::cli::ListNodes(address, json);
   return 0;
 }

@@ -79,12 +79,18 @@ int SleepMs(int ms) {
   return ms;
 }
 
+std::string NodeIdAfterMs(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return raio::GetNodeId();
+}
+
 }  // namespace raio_test
 
 using namespace raio_test;
 RAIO_REMOTE(Add, Square, SumVector, Scale, NoOp, RAIO_FUNC(Overloaded, int),
             RAIO_FUNC(Overloaded, std::string), SleepAndStamp, Pid, VisibleDevices, PidAndDevices,
-            ThrowsRuntimeError, ThrowsCustom, Crash, CrashOnce, NestedSum, Recurse, SleepMs);
+            ThrowsRuntimeError, ThrowsCustom, Crash, CrashOnce, NestedSum, Recurse, SleepMs,
+            NodeIdAfterMs);
 
 namespace raio_test {
 

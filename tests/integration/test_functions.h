@@ -41,6 +41,8 @@ int NestedSum(int n);
 // Nested `depth` levels deep, each level waiting on the next.
 int Recurse(int depth);
 int SleepMs(int ms);
+// Sleeps `ms`, then returns the hex id of the node it ran on (raio::GetNodeId()).
+std::string NodeIdAfterMs(int ms);
 
 }  // namespace raio_test
 

@@ -81,31 +81,38 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   // Lets a later start clean up after this process if it is killed (CleanStaleSessions);
   // written first, so that a kill during start-up is covered too.
   WriteSessionOwner(cluster->session_dir_);
-  head::HeadService::Options head_options;
-  head_options.host = options.host;
-  head_options.port = options.port;
-  head_options.on_shutdown_request = options.on_shutdown_request;
-  // A shutdown request must carry this secret (kept in `raio start`'s cluster record).
-  cluster->shutdown_token_ = RandomId<internal::BinaryId<16, ShutdownTokenTag>>().Hex();
-  head_options.shutdown_token = cluster->shutdown_token_;
-  // The head holds the cluster's configuration: this process's, now that the overrides
-  // are applied; it hands it to the node at registration.
-  head_options.system_config = config::CurrentValues();
-  auto head = head::HeadService::Create(head_options);
-  if (!head.ok()) {
-    cluster->Stop();
-    return head.status();
-  }
-  cluster->head_ = std::move(*head);
+  std::string head_address = options.join_address;
   std::string connect_host = options.host == "0.0.0.0" ? "127.0.0.1" : options.host;
+  if (head_address.empty()) {
+    head::HeadService::Options head_options;
+    head_options.host = options.host;
+    head_options.port = options.port;
+    head_options.on_shutdown_request = options.on_shutdown_request;
+    // A shutdown request must carry this secret (kept in `raio start`'s cluster record).
+    cluster->shutdown_token_ = RandomId<internal::BinaryId<16, ShutdownTokenTag>>().Hex();
+    head_options.shutdown_token = cluster->shutdown_token_;
+    // The head holds the cluster's configuration: this process's, now that the overrides
+    // are applied; it hands it to the node at registration.
+    head_options.system_config = config::CurrentValues();
+    auto head = head::HeadService::Create(head_options);
+    if (!head.ok()) {
+      cluster->Stop();
+      return head.status();
+    }
+    cluster->head_ = std::move(*head);
+    head_address = absl::StrCat(connect_host, ":", cluster->head_->port());
+  }
+  cluster->join_address_ = options.join_address;
   node::NodeManager::Options node_options;
   node_options.session_dir = cluster->session_dir_;
-  node_options.head_address = absl::StrCat(connect_host, ":", cluster->head_->port());
+  node_options.head_address = head_address;
   node_options.total = *total;
   node_options.object_store_bytes = ObjectStoreBytes(options);
   node_options.node_ip = options.node_ip.empty() ? connect_host : options.node_ip;
   node_options.labels = options.labels;
   node_options.fail_infeasible = options.fail_infeasible;
+  node_options.port = options.node_port;
+  node_options.node_id = options.node_id;
   auto node = node::NodeManager::Create(std::move(node_options));
   if (!node.ok()) {
     cluster->Stop();
@@ -117,7 +124,17 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
 
 LocalCluster::~LocalCluster() { Stop(); }
 
-std::string LocalCluster::head_address() const { return head_->address(); }
+std::string LocalCluster::head_address() const {
+  return head_ ? head_->address() : join_address_;
+}
+
+std::string LocalCluster::node_id() const { return node_ ? node_->id().Hex() : ""; }
+
+std::string LocalCluster::node_address() const {
+  if (!node_) return "";
+  proto::Address a = node_->address();
+  return absl::StrCat(a.ip(), ":", a.port());
+}
 
 void LocalCluster::Stop() {
   if (node_) node_->Stop();

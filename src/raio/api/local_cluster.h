@@ -50,6 +50,12 @@ struct LocalClusterOptions {
   std::string node_ip;
   std::map<std::string, std::string> labels;
   bool fail_infeasible = true;
+  // Non-empty ("host:port" of a head): start no head; the node joins that cluster
+  // (`raio start --address`), on `node_port` (0 = any free), as `node_id` (hex; "" =
+  // random). `host`, `port` and system_config are then unused (the head's config wins).
+  std::string join_address;
+  int node_port = 0;
+  std::string node_id;
 };
 
 class LocalCluster {
@@ -63,6 +69,9 @@ class LocalCluster {
   void Stop();
   std::string head_address() const;
   const std::string& session_dir() const { return session_dir_; }
+  // The node's hex id and its TCP endpoint "ip:port".
+  std::string node_id() const;
+  std::string node_address() const;
   // The secret a SHUTDOWN_CLUSTER request must carry (random hex, per cluster).
   const std::string& shutdown_token() const { return shutdown_token_; }
 
@@ -72,6 +81,7 @@ class LocalCluster {
   std::string session_dir_;
   std::unique_ptr<head::HeadService> head_;
   std::unique_ptr<node::NodeManager> node_;
+  std::string join_address_;
 };
 
 // Removes the leftovers of SIGKILLed raio daemons and drivers of this user: their session

@@ -10,8 +10,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include <boost/asio/ip/address.hpp>
-#include <boost/asio/ip/udp.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -215,24 +213,6 @@ std::string ResolveAutoAddress() {
   return address;
 }
 
-// The local IP that packets to `address` ("host:port", an IP literal) leave from: a UDP
-// socket connected there (nothing is sent) says. "" when it cannot tell.
-std::string LocalIpToward(const std::string& address) {
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos) return "";
-  std::string host = address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  boost::system::error_code ec;
-  auto ip = boost::asio::ip::make_address(host, ec);
-  if (ec) return "";
-  boost::asio::io_context io;
-  boost::asio::ip::udp::socket sock(io);
-  sock.connect(boost::asio::ip::udp::endpoint(ip, 9), ec);
-  if (ec) return "";
-  auto local = sock.local_endpoint(ec);
-  return ec ? "" : local.address().to_string();
-}
-
 void JoinCluster(DriverRuntime& rt, const std::string& address, const std::string& ns,
                  std::string node_id) {
   rt.loop = std::make_unique<EventLoop>("raio-driver", config::loop_spin_us());
@@ -256,7 +236,7 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
     if (const char* env = std::getenv("RAIO_NODE_ID")) node_id = env;
   }
   job.set_node_id(node_id);
-  job.set_driver_ip(LocalIpToward(address));
+  job.set_driver_ip(rpc::LocalIpToward(address));
   char cwd[4096];
   if (getcwd(cwd, sizeof(cwd)) != nullptr) job.set_working_dir(cwd);
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) job.set_ld_library_path(ld);

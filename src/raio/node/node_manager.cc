@@ -575,7 +575,17 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
              !resources_.CheckFeasible(*demand).ok()) {
     ClusterScheduler::Decision d =
         scheduler_.Decide(*demand, req.strategy(), selector, local_has_room);
+    if (d.kind == ClusterScheduler::Decision::Kind::kLocal) {
+      // The view's test is a sum of amounts; this node's own knows device rules (a GPU
+      // demand above 1 must be whole).
+      if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
+        d.kind = ClusterScheduler::Decision::Kind::kInfeasible;
+        d.permanent = true;
+        d.message = absl::StrCat(demand->ToString(), " (", f.message(), ")");
+      }
+    }
     if (d.kind == ClusterScheduler::Decision::Kind::kSpill) {
+      view_.SubtractAvailable(d.node_id, *demand);
       ReplySpillback(conn, h, d.node_id, d.grant_or_reject);
       return;
     }
@@ -653,6 +663,7 @@ void NodeManager::RescheduleQueued() {
     it = infeasible_.erase(it);
     lease.infeasible = false;
     if (d.kind == ClusterScheduler::Decision::Kind::kSpill) {
+      view_.SubtractAvailable(d.node_id, lease.demand);
       ReplySpillback(lease.owner, lease.request, d.node_id, d.grant_or_reject);
       ReleaseLease(lit);
       continue;
@@ -682,6 +693,7 @@ void NodeManager::RescheduleQueued() {
       ++it;
       continue;
     }
+    view_.SubtractAvailable(d.node_id, lease.demand);
     ReplySpillback(lease.owner, lease.request, d.node_id, /*grant_or_reject=*/true);
     ReleaseLease(lit);
     it = pending_.erase(it);

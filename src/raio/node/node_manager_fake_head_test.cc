@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "raio/common/resources.h"
 #include "raio/node/node_manager.h"
 #include "raio/rpc/service.h"
@@ -49,7 +51,7 @@ TEST(NodeManagerTest, RegistersWithTheHeadAndAnswersItOverThatConnection) {
   auto stats = rpc::CallSync<proto::GET_NODE_STATS>(*conns[0], proto::Empty());
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->node_id(), (*node)->id().Hex());
-  EXPECT_EQ(stats->address(), dir.Path("node.sock"));
+  EXPECT_EQ(stats->address(), absl::StrCat("127.0.0.1:", (*node)->port()));
 
   // Stopping closes the head's connection, as the head's node table relies on.
   (*node)->Stop();

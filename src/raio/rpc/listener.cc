@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/ip/udp.hpp>
 #include <future>
 
 #include "absl/strings/numbers.h"
@@ -227,6 +228,24 @@ absl::StatusOr<std::string> CallSync(Connection& conn, uint32_t method,
       },
       timeout);
   return future.get();
+}
+
+std::string LocalIpToward(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) return "";
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  boost::system::error_code ec;
+  auto ip = asio::ip::make_address(host, ec);
+  if (ec) return "";
+  asio::io_context io;
+  asio::ip::udp::socket sock(io);
+  sock.connect(asio::ip::udp::endpoint(ip, 9), ec);
+  if (ec) return "";
+  auto local = sock.local_endpoint(ec);
+  return ec ? "" : local.address().to_string();
 }
 
 }  // namespace raio::rpc

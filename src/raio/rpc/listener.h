@@ -82,4 +82,9 @@ absl::StatusOr<std::string> CallSync(Connection& conn, uint32_t method,
                                      const google::protobuf::MessageLite& request,
                                      std::optional<std::chrono::milliseconds> timeout);
 
+// The local IP that packets to `address` ("host:port" with an IP literal host, IPv6 in
+// brackets or not) leave from, as a UDP socket connected there (nothing is sent) says: the
+// address this host is reached at from there. "" when it cannot tell.
+std::string LocalIpToward(const std::string& address);
+
 }  // namespace raio::rpc

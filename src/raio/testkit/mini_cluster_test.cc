@@ -5,6 +5,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
 #include <unistd.h>
 
 #include <map>
@@ -56,9 +58,10 @@ TEST(MiniClusterTest, TheHeadListsEveryNodeWithWhatItOffers) {
       EXPECT_EQ(total->Get("slot_" + std::to_string(i)), own ? 2 : 0) << node.node_id();
     }
   }
-  // Each node has its own directory and socket.
-  EXPECT_EQ(addresses, (std::set<std::string>{c.node(0).socket_path(), c.node(1).socket_path(),
-                                              c.node(2).socket_path()}));
+  // Each node has its own TCP endpoint (and directory and socket).
+  std::set<std::string> expected;
+  for (int i = 0; i < 3; ++i) expected.insert(absl::StrCat("127.0.0.1:", c.node(i).port()));
+  EXPECT_EQ(addresses, expected);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(c.node(i).socket_path(), c.node_dir(i) + "/node.sock");
     EXPECT_EQ(::access(c.node(i).socket_path().c_str(), F_OK), 0);

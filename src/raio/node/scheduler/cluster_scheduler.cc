@@ -64,6 +64,15 @@ void ClusterView::SetLocalAvailable(const ResourceSet& available) {
   if (it != nodes_.end()) it->second.available = available;
 }
 
+void ClusterView::SubtractAvailable(const std::string& node_id, const ResourceSet& demand) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || node_id == local_) return;
+  ResourceSet& available = it->second.available;
+  for (const auto& [name, amount] : demand.fixed()) {
+    available.SetFixed(name, std::max<int64_t>(0, available.GetFixed(name) - amount));
+  }
+}
+
 const NodeView* ClusterView::Find(const std::string& node_id) const {
   auto it = nodes_.find(node_id);
   return it == nodes_.end() ? nullptr : &it->second;

@@ -59,6 +59,10 @@ class ClusterView {
   // The local node's entry (its available resources change with every grant).
   void SetLocal(NodeView local);
   void SetLocalAvailable(const ResourceSet& available);
+  // A lease for `demand` was sent to `node_id`: count it as taken there until the head's
+  // next update for that node says otherwise (Ray does the same), so that a burst of
+  // requests does not all go to the one node the view last saw free.
+  void SubtractAvailable(const std::string& node_id, const ResourceSet& demand);
 
   const std::map<std::string, NodeView>& nodes() const { return nodes_; }
   const NodeView* Find(const std::string& node_id) const;

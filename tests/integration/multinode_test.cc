@@ -1,0 +1,308 @@
+// Several node daemons on this machine, started with the raio CLI as on several hosts
+// (`raio start --head`, then `raio start --address HEAD` twice, each with its own session
+// directory and ports): nodes join, work spills between them, scheduling strategies and
+// label selectors pick nodes, infeasible work waits for a node that can run it, and a
+// driver attaches to the node it names. Drivers are this binary in a scenario mode.
+#include <gtest/gtest.h>
+#include <raio/raio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "test_functions.h"
+
+using namespace raio_test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+std::string g_self;
+std::filesystem::path g_base_tmp;
+
+std::string Cli(const std::string& args) { return std::string(RAIO_CLI_PATH) + " " + args; }
+
+class MultiNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = g_base_tmp / ("raio-multinode-" + std::to_string(getpid()) + "-" +
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    ::setenv("TMPDIR", dir_.c_str(), 1);
+    ::unsetenv("RAIO_ADDRESS");
+    auto r = RunCommand(Cli("start --head --port 0 --num-cpus 2 --labels '{\"zone\": \"a\"}'"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto pos = r.output.find("started at ");
+    ASSERT_NE(pos, std::string::npos) << r.output;
+    address_ = r.output.substr(pos + 11, r.output.find('\n', pos) - pos - 11);
+    AddNode("--num-cpus 2 --labels '{\"zone\": \"b\"}'");
+    AddNode("--num-cpus 2 --resources '{\"special\": 1}' --labels '{\"zone\": \"c\"}'");
+    ASSERT_EQ(Nodes().size(), 3u);
+  }
+  void TearDown() override {
+    auto r = RunCommand(Cli("stop"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::filesystem::remove_all(dir_);
+  }
+  // Starts a node that joins the cluster; returns its id.
+  std::string AddNode(const std::string& flags) {
+    auto r = RunCommand(Cli("start --address " + address_ + " --node-ip 127.0.0.1 " + flags));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    auto pos = r.output.find("raio node ");
+    if (pos == std::string::npos) return "";
+    return r.output.substr(pos + 10, 16);
+  }
+  // `raio list nodes --json`: zone label -> node id.
+  std::map<std::string, std::string> Nodes() {
+    auto r = RunCommand(Cli("list nodes --json --address " + address_), false);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::map<std::string, std::string> zones;
+    json j = json::parse(r.output, nullptr, false);
+    for (const auto& n : j.value("nodes", json::array())) {
+      zones[n["labels"].value("zone", "?")] = n["node_id"].get<std::string>();
+    }
+    return zones;
+  }
+  std::string Driver(const std::string& scenario, const std::string& env = "") {
+    return env + " RAIO_ADDRESS=" + address_ + " RAIO_TEST_SCENARIO=" + scenario + " " + g_self;
+  }
+  // The lines "node <id>" a scenario printed, as a multiset of ids.
+  static std::multiset<std::string> NodeLines(const std::string& output) {
+    std::multiset<std::string> ids;
+    std::istringstream in(output);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("node ", 0) == 0) ids.insert(line.substr(5));
+    }
+    return ids;
+  }
+  std::filesystem::path dir_;
+  std::string address_;
+};
+
+TEST_F(MultiNodeTest, NodesJoinAndShowInListAndStatus) {
+  auto zones = Nodes();
+  EXPECT_EQ(zones.count("a") + zones.count("b") + zones.count("c"), 3u);
+  auto r = RunCommand(Cli("list nodes --address " + address_), false);
+  EXPECT_NE(r.output.find("3 nodes"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("special 0/1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("zone=b"), std::string::npos) << r.output;
+  auto status = RunCommand(Cli("status --address " + address_));
+  EXPECT_NE(status.output.find("Nodes: 3"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("CPU: 0 / 6"), std::string::npos) << status.output;
+}
+
+TEST_F(MultiNodeTest, ASecondDaemonWithALiveNodesIdIsRefused) {
+  std::string id = Nodes()["b"];
+  ASSERT_EQ(id.size(), 16u);
+  auto r = RunCommand(Cli("start --address " + address_ + " --node-ip 127.0.0.1 --num-cpus 1 " +
+                          "--node-id " + id));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("already registered"), std::string::npos) << r.output;
+  EXPECT_EQ(Nodes().size(), 3u);
+  r = RunCommand(Cli("start --address " + address_ + " --node-id xyz"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("hex digits"), std::string::npos) << r.output;
+}
+
+TEST_F(MultiNodeTest, TasksSpillToOtherNodesUnderLoad) {
+  // Six one-CPU tasks that each hold their CPU for a second, on three nodes of two CPUs:
+  // they can only all run at once if the head's node spills four of them.
+  auto r = RunCommand(Driver("spill"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto ids = NodeLines(r.output);
+  EXPECT_EQ(ids.size(), 6u) << r.output;
+  auto zones = Nodes();
+  for (const auto& [zone, id] : zones) EXPECT_EQ(ids.count(id), 2u) << zone << "\n" << r.output;
+}
+
+TEST_F(MultiNodeTest, SpreadAffinityLabelsAndCustomResourcesPickNodes) {
+  auto zones = Nodes();
+  auto r = RunCommand(Driver("placement", "B_NODE=" + zones["b"] + " C_NODE=" + zones["c"]));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("spread " + std::to_string(3)), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("affinity " + zones["c"]), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("label " + zones["b"]), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("special " + zones["c"]), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("soft ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("hard unknown: UnschedulableError"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bad id: InvalidUsageError"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bad selector: InvalidUsageError"), std::string::npos) << r.output;
+}
+
+TEST_F(MultiNodeTest, InfeasibleWorkWaitsVisiblyUntilANodeThatCanRunItJoins) {
+  std::string out_file = (dir_ / "late.out").string();
+  // The driver submits a task demanding {late: 1}, which no node has; it waits.
+  std::string cmd = Driver("late") + " > " + out_file + " 2>&1 &";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  CommandResult status;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        status = RunCommand(Cli("status --address " + address_));
+        return status.output.find("infeasible") != std::string::npos &&
+               status.output.find("late: 1") != std::string::npos;
+      },
+      20s))
+      << status.output;
+  // The driver's Wait (1 s) saw it pending before any node could run it.
+  std::string output;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        std::ifstream in(out_file);
+        output.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        return output.find("pending while infeasible") != std::string::npos;
+      },
+      20s))
+      << output;
+  std::string late = AddNode("--num-cpus 1 --resources '{\"late\": 1}' --labels '{\"zone\": \"d\"}'");
+  ASSERT_EQ(late.size(), 16u);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        std::ifstream in(out_file);
+        output.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        return output.find("late done") != std::string::npos;
+      },
+      30s))
+      << output;
+  EXPECT_NE(output.find("node " + late), std::string::npos) << output;
+  EXPECT_NE(output.find("cannot be scheduled"), std::string::npos) << output;  // the warning
+}
+
+TEST_F(MultiNodeTest, DriversOnDifferentNodesShareTheCluster) {
+  auto zones = Nodes();
+  auto b = RunCommand(Driver("where", "RAIO_NODE_ID=" + zones["b"]));
+  auto c = RunCommand(Driver("where", "RAIO_NODE_ID=" + zones["c"]));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(b.output.find("driver " + zones["b"]), std::string::npos) << b.output;
+  EXPECT_NE(c.output.find("driver " + zones["c"]), std::string::npos) << c.output;
+  // Their first task runs on their own node (the hybrid policy packs locally first).
+  EXPECT_NE(b.output.find("node " + zones["b"]), std::string::npos) << b.output;
+  EXPECT_NE(c.output.find("node " + zones["c"]), std::string::npos) << c.output;
+  auto bad = RunCommand(Driver("where", "RAIO_NODE_ID=00000000000000ff"));
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_NE(bad.output.find("no node 00000000000000ff"), std::string::npos) << bad.output;
+}
+
+// ---- scenarios (drivers) ----
+
+int ScenarioSpill() {
+  raio::Init();
+  std::vector<raio::ObjectRef<std::string>> refs;
+  for (int i = 0; i < 6; ++i) refs.push_back(raio::Task(NodeIdAfterMs).Remote(1500));
+  for (auto& r : refs) std::cout << "node " << r.Get(60s) << "\n";
+  raio::Shutdown();
+  return 0;
+}
+
+template <typename F>
+void Expect(const std::string& what, F f) {
+  try {
+    f();
+    std::cout << what << ": no error\n";
+  } catch (const raio::UnschedulableError&) {
+    std::cout << what << ": UnschedulableError\n";
+  } catch (const raio::InvalidUsageError&) {
+    std::cout << what << ": InvalidUsageError\n";
+  } catch (const std::exception& e) {
+    std::cout << what << ": " << e.what() << "\n";
+  }
+}
+
+int ScenarioPlacement() {
+  raio::Init();
+  std::string b = std::getenv("B_NODE"), c = std::getenv("C_NODE");
+  std::vector<raio::ObjectRef<std::string>> spread;
+  for (int i = 0; i < 3; ++i) {
+    spread.push_back(raio::Task(NodeIdAfterMs)
+                         .SetSchedulingStrategy(raio::SchedulingStrategy::Spread())
+                         .Remote(300));
+  }
+  std::set<std::string> spread_nodes;
+  for (auto& r : spread) spread_nodes.insert(r.Get(60s));
+  std::cout << "spread " << spread_nodes.size() << "\n";
+  std::cout << "affinity "
+            << raio::Task(NodeIdAfterMs)
+                   .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(c))
+                   .Remote(0)
+                   .Get(60s)
+            << "\n";
+  std::cout << "label "
+            << raio::Task(NodeIdAfterMs).SetLabelSelector({{"zone", "b"}}).Remote(0).Get(60s)
+            << "\n";
+  std::cout << "special "
+            << raio::Task(NodeIdAfterMs).SetResource("special", 1).Remote(0).Get(60s) << "\n";
+  raio::Task(NodeIdAfterMs)
+      .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity("0000000000000001", true))
+      .Remote(0)
+      .Get(60s);
+  std::cout << "soft ok\n";
+  Expect("hard unknown", [] {
+    raio::Task(NodeIdAfterMs)
+        .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity("0000000000000001"))
+        .Remote(0)
+        .Get(60s);
+  });
+  Expect("bad id", [] {
+    raio::Task(NodeIdAfterMs)
+        .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity("nope"))
+        .Remote(0);
+  });
+  Expect("bad selector",
+         [] { raio::Task(NodeIdAfterMs).SetLabelSelector({{"zone", "in(a"}}).Remote(0); });
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioLate() {
+  raio::Init();
+  auto ref = raio::Task(NodeIdAfterMs).SetResource("late", 1).Remote(0);
+  auto [ready, pending] = raio::Wait(std::vector<raio::ObjectRef<std::string>>{ref}, 1, 1s);
+  if (ready.empty()) std::cout << "pending while infeasible" << std::endl;
+  std::cout << "node " << ref.Get(60s) << std::endl;
+  std::cout << "late done" << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioWhere() {
+  raio::Init();
+  std::cout << "driver " << raio::GetNodeId() << "\n";
+  std::cout << "node " << raio::Task(NodeIdAfterMs).Remote(0).Get(60s) << "\n";
+  raio::Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
+  g_self = std::filesystem::read_symlink("/proc/self/exe").string();
+  g_base_tmp = std::filesystem::temp_directory_path();
+  if (const char* scenario = std::getenv("RAIO_TEST_SCENARIO")) {
+    try {
+      std::string s = scenario;
+      if (s == "spill") return ScenarioSpill();
+      if (s == "placement") return ScenarioPlacement();
+      if (s == "late") return ScenarioLate();
+      if (s == "where") return ScenarioWhere();
+      std::cerr << "unknown scenario " << s << "\n";
+      return 64;
+    } catch (const std::exception& e) {
+      std::cerr << "scenario failed: " << e.what() << "\n";
+      return 65;
+    }
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
