@@ -242,22 +242,14 @@ int main(int argc, char** argv) {
                                 ? options.chunks_in_flight
                                 : raio::config::object_transfer_chunks_in_flight();
 
-  // Floor.
-  std::vector<double> floor_full, floor_small;
-  {
-    std::vector<char> src(bytes), dst(bytes);
-    for (uint64_t i = 0; i < bytes; i += 4096) src[i] = static_cast<char>(i);
-    std::memset(dst.data(), 1, dst.size());
-    for (int i = 0; i < reps; ++i) {
-      floor_full.push_back(Gbps(bytes, TcpStreamSeconds(src, dst, bytes)));
-      floor_small.push_back(Gbps(bytes, TcpStreamSeconds(src, dst, 8 << 20)));
-    }
-  }
-
-  // Transfer.
-  std::vector<double> pulls;
+  // The floor and the transfer alternate, rep by rep, so that whatever else runs on the
+  // machine weighs on both alike.
+  std::vector<double> floor_full, floor_small, pulls;
   double cold = 0;
   {
+    std::vector<char> src_buf(bytes), dst_buf(bytes);
+    for (uint64_t i = 0; i < bytes; i += 4096) src_buf[i] = static_cast<char>(i);
+    std::memset(dst_buf.data(), 1, dst_buf.size());
     const std::string dir = raio::MakeTempDir("om-bench");
     const uint64_t capacity = bytes + (64 << 20);
     BenchNode src(capacity, dir + "/src", options), dst(capacity, dir + "/dst", options);
@@ -267,8 +259,10 @@ int main(int argc, char** argv) {
     if (dst.Checksum(id) != src.Checksum(id)) Die("the pulled copy differs from the source");
     dst.Delete(id);
     for (int i = 0; i < reps; ++i) {
+      floor_full.push_back(Gbps(bytes, TcpStreamSeconds(src_buf, dst_buf, bytes)));
       pulls.push_back(Gbps(bytes, dst.PullSeconds(id, src.address())));
       dst.Delete(id);
+      floor_small.push_back(Gbps(bytes, TcpStreamSeconds(src_buf, dst_buf, 8 << 20)));
     }
     raio::RemoveTree(dir);
   }

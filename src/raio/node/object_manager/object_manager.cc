@@ -131,9 +131,11 @@ void ObjectManager::ServeChunk(const rpc::Responder<proto::READ_OBJECT_CHUNK>& r
                                                       " is past its end (", loc->size, " bytes)")));
   }
   const uint64_t n = std::min(req.length_bytes(), loc->size - req.offset_bytes());
-  proto::ReadObjectChunkReply reply;
+  // One reused reply: its `data` keeps its capacity, so serving a chunk allocates (and
+  // page-faults in) no fresh chunk-sized buffer.
+  proto::ReadObjectChunkReply& reply = serve_scratch_;
   reply.set_object_size_bytes(loc->size);
-  reply.set_data(
+  reply.mutable_data()->assign(
       reinterpret_cast<const char*>(store_.shm_base() + loc->offset + req.offset_bytes()), n);
   store_.UnpinForNode(id);
   ++stats_.chunks_served;

@@ -149,6 +149,7 @@ class ObjectManager {
   EventLoop connect_loop_{"object-manager-connect"};
   std::unordered_map<ObjectId, PullPtr, ObjectId::Hasher> pulls_;
   Stats stats_;
+  proto::ReadObjectChunkReply serve_scratch_;  // ServeChunk's reply, reused
   bool stopped_ = false;
   // Callbacks that may run after the manager is gone (posted closures, replies on pooled
   // connections) hold a weak_ptr to this and do nothing once it has expired.
