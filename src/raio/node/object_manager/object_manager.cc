@@ -262,31 +262,35 @@ void ObjectManager::OnProbeReply(const PullPtr& p, uint64_t generation,
   // Admission: allocate before anything is written. When the store answers at once, the
   // first chunk's bytes (still in the receive buffer) are kept; when the pull has to wait
   // for room they are dropped and asked for again once there is room.
-  std::optional<absl::StatusOr<ObjectLocation>> now;
-  bool deciding = true;
+  // `done` runs inline (decided at once: `*now` is set) or later, from inside another
+  // store call, when room is made: then it continues from the loop. Both are shared with
+  // it, since it may run after this function returned.
+  auto now = std::make_shared<std::optional<absl::StatusOr<ObjectLocation>>>();
+  auto deciding = std::make_shared<bool>(true);
   store_.CreateForNode(
       p->id, *p->size, CopyKind::kSecondary,
-      [this, p, &now, &deciding](absl::StatusOr<ObjectLocation> loc) {
-        if (deciding) {
-          now = std::move(loc);
-        } else {  // from inside another store call: continue from the loop
-          PostGuarded([this, p, loc = std::move(loc)]() mutable { OnCreated(p, std::move(loc)); });
+      [this, p, now, deciding](absl::StatusOr<ObjectLocation> loc) {
+        if (*deciding) {
+          *now = std::move(loc);
+          return;
         }
+        PostGuarded([this, p, loc = std::move(loc)]() mutable { OnCreated(p, std::move(loc)); });
       });
-  deciding = false;
-  if (!now) {
+  *deciding = false;
+  if (!now->has_value()) {
     p->waiting_for_room = true;
     RAIO_LOG_DEBUG("pull of object {} ({} bytes) waits for room in the object store", p->id.Hex(),
                    *p->size);
     return;
   }
-  if (now->ok() && expect > 0) {
-    std::memcpy(store_.shm_base() + (*now)->offset, reply->data.data(), expect);
+  absl::StatusOr<ObjectLocation> location = std::move(**now);
+  if (location.ok() && expect > 0) {
+    std::memcpy(store_.shm_base() + location->offset, reply->data.data(), expect);
     p->received = expect;
     p->next_offset = expect;
     stats_.bytes_received += expect;
   }
-  OnCreated(p, *std::move(now));
+  OnCreated(p, std::move(location));
 }
 
 void ObjectManager::OnCreated(const PullPtr& p, absl::StatusOr<ObjectLocation> location) {

@@ -367,8 +367,16 @@ TEST(ObjectManagerTest, ConcurrentPullsOfOneObjectMakeOneTransfer) {
   const std::string bytes = RandomBytes(kMiB, 6);  // 16 chunks
   src.Put(id, bytes);
 
-  std::future<absl::Status> first = dst.PullAsync(id, {src.address()});
-  std::future<absl::Status> second = dst.PullAsync(id, {src.address()});
+  // Both in one loop turn, so that the first cannot have finished before the second.
+  std::promise<absl::Status> first_done, second_done;
+  std::future<absl::Status> first = first_done.get_future(), second = second_done.get_future();
+  dst.Run([&] {
+    dst.manager().Pull(id, {src.address()},
+                       [&first_done](const absl::Status& s) { first_done.set_value(s); });
+    dst.manager().Pull(id, {src.address()},
+                       [&second_done](const absl::Status& s) { second_done.set_value(s); });
+    return 0;
+  });
 
   ASSERT_EQ(first.wait_for(30s), std::future_status::ready);
   ASSERT_EQ(second.wait_for(30s), std::future_status::ready);
