@@ -131,6 +131,12 @@ constexpr Bounds Any() { return {}; }
   X(kBytes, object_store_prefault_bytes, 256ull << 20, "bytes", AtLeast(0),                       \
     "the node pre-faults this much of its store in the background at start; allocation "          \
     "reuses the lowest (warm) offsets first; read where the node is made")                        \
+  X(kBytes, object_transfer_chunk_bytes, 8ull << 20, "bytes", Between(1, 64ull << 20),            \
+    "a node pulling an object from another node reads it in chunks of this size "                 \
+    "(READ_OBJECT_CHUNK; at most 64 MiB, the most a node serves in one reply)")                   \
+  X(kInt, object_transfer_chunks_in_flight, 4, "chunks", AtLeast(1),                              \
+    "chunk reads a pulling node keeps outstanding per object, so that the link stays busy "       \
+    "while it copies a chunk into its store")                                                     \
   /* node */                                                                                      \
   X(kDouble, memory_resource_fraction, 0.7, "fraction", Fraction(),                               \
     "share of physical RAM offered as the \"memory\" resource unless it is set; read where "      \

@@ -96,7 +96,21 @@ absl::Status ObjectStoreService::PinError(const ObjectId& id, const absl::Status
 
 bool ObjectStoreService::TryCreate(PendingCreate& p, bool final) {
   ObjectId id = ObjectId::FromBinary(p.request.object_id());
-  auto loc = store_->CreateObject(id, p.request.size_bytes(), p.client);
+  auto loc = store_->CreateObject(id, p.request.size_bytes(), p.client, p.kind);
+  if (p.done) {  // the node's own: waits for room for as long as it takes
+    const bool never_fits = p.request.size_bytes() > store_->capacity_bytes();
+    if (!loc.ok() && loc.status().code() == absl::StatusCode::kResourceExhausted && !never_fits) {
+      return false;
+    }
+    if (!loc.ok() && never_fits) {
+      loc = absl::ResourceExhaustedError(absl::StrCat(
+          "object ", id.Hex(), " of ", p.request.size_bytes(),
+          " bytes can never fit this node's object store of ", store_->capacity_bytes(), " bytes"));
+    }
+    CreateCallback done = std::move(p.done);
+    done(std::move(loc));
+    return true;
+  }
   if (!loc.ok()) {
     // No room now, but there could be once readers unpin (larger than the store is refused
     // by the client before it asks): wait, unless the wait is over.
@@ -190,7 +204,7 @@ void ObjectStoreService::RetryPendingPins() {
     std::deque<PendingCreate> waiting;
     waiting.swap(pending_creates_);
     for (auto& p : waiting) {
-      if (p.conn->closed()) continue;
+      if (p.conn && p.conn->closed()) continue;
       if (!TryCreate(p, /*final=*/now >= p.deadline)) pending_creates_.push_back(std::move(p));
     }
   }
@@ -221,6 +235,66 @@ void ObjectStoreService::OnPeerGone(ClientId client, const WorkerId& owner) {
     }
   }
   RetryPendingPins();
+}
+
+void ObjectStoreService::CreateForNode(const ObjectId& id, uint64_t size_bytes, CopyKind kind,
+                                       CreateCallback done) {
+  PendingCreate p;
+  p.client = kNodeClient;
+  p.request.set_object_id(id.Binary());
+  p.request.set_size_bytes(size_bytes);
+  p.deadline = std::chrono::steady_clock::time_point::max();
+  p.done = std::move(done);
+  p.kind = kind;
+  if (!TryCreate(p, /*final=*/false)) pending_creates_.push_back(std::move(p));
+}
+
+void ObjectStoreService::CancelCreateForNode(const ObjectId& id) {
+  const std::string key = id.Binary();
+  pending_creates_.erase(std::remove_if(pending_creates_.begin(), pending_creates_.end(),
+                                        [&key](const PendingCreate& p) {
+                                          return p.done && p.request.object_id() == key;
+                                        }),
+                         pending_creates_.end());
+}
+
+absl::Status ObjectStoreService::SealForNode(const ObjectId& id) {
+  absl::Status s = store_->Seal(id);
+  if (!s.ok()) return s;
+  store_->Unpin(id, kNodeClient);  // the creator's pin
+  RetryPendingPins();
+  return absl::OkStatus();
+}
+
+void ObjectStoreService::AbortCreateForNode(const ObjectId& id) {
+  if (store_->StateOf(id) != ObjectState::kUnsealed) return;
+  store_->Unpin(id, kNodeClient);
+  store_->Delete(id);
+  RetryPendingPins();
+}
+
+absl::StatusOr<ObjectLocation> ObjectStoreService::PinForNode(const ObjectId& id) {
+  if (store_->StateOf(id) == ObjectState::kUnsealed) {
+    return absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is not sealed here yet"));
+  }
+  auto loc = store_->Pin(id, kNodeClient);
+  if (!loc.ok()) return PinError(id, loc.status());
+  return loc;
+}
+
+void ObjectStoreService::UnpinForNode(const ObjectId& id) {
+  store_->Unpin(id, kNodeClient);
+  RetryPendingPins();
+}
+
+void ObjectStoreService::DeleteObject(const ObjectId& id) {
+  Delete(id);
+  RetryPendingPins();
+}
+
+bool ObjectStoreService::HasSealed(const ObjectId& id) const {
+  std::optional<ObjectState> state = store_->StateOf(id);
+  return state == ObjectState::kSealed || state == ObjectState::kSpilled;
 }
 
 void ObjectStoreService::FillStats(proto::ObjectStoreStats* out) const {

@@ -3,6 +3,8 @@
 // tracks which worker owns each object, and cleans up after peers that go away: their
 // pins and unsealed objects, and every object owned by a departed owner (remembering, for
 // a while, whose death deleted it: PIN_OBJECT then fails with ABORTED naming that owner).
+// The node itself (its object manager: copies it pulls from other nodes, chunks it serves
+// to them) uses the store through the *ForNode methods, as client kNodeClient.
 // Threading: not thread-safe; lives on the node daemon's loop.
 #pragma once
 
@@ -44,6 +46,47 @@ class ObjectStoreService {
   // Fails waiting CREATE_OBJECT requests whose wait is over; call periodically.
   void ExpireWaiting() { RetryPendingPins(); }
 
+  // --- The node's own use of its store (the object manager) ---
+  // The client id of the node itself, for the pins and objects it makes; never a
+  // connected process's (NodeManager numbers those from 1 up).
+  static constexpr ClientId kNodeClient = ~ClientId{0};
+  using CreateCallback = std::function<void(absl::StatusOr<ObjectLocation>)>;
+  // Allocates `size_bytes` for a new unsealed object `id` of the node's (pinned by
+  // kNodeClient until SealForNode; no owner: it is deleted only by DeleteObject or, as a
+  // secondary copy, evicted once sealed). When the store has no room now but could have
+  // (pinned objects fill it), waits without a deadline, in line with waiting
+  // CREATE_OBJECT requests, retried after every unpin, delete, seal and disconnect.
+  // `done` runs exactly once on the loop, with the location or: ResourceExhausted at once
+  // when the object is larger than the store (it can never fit), AlreadyExists when `id`
+  // is known, Internal when a spill write failed. It runs inline when decided at once,
+  // else later from inside another store call; a `done` that does much should post.
+  void CreateForNode(const ObjectId& id, uint64_t size_bytes, CopyKind kind, CreateCallback done);
+  // Drops a CreateForNode of `id` that waits for room; its `done` never runs. No-op when
+  // none waits.
+  void CancelCreateForNode(const ObjectId& id);
+  // Seals an object made by CreateForNode and drops the node's pin on it. Errors: as
+  // ObjectStore::Seal.
+  [[nodiscard]] absl::Status SealForNode(const ObjectId& id);
+  // Removes an unsealed object made by CreateForNode (its transfer failed).
+  void AbortCreateForNode(const ObjectId& id);
+  // Pins a sealed object for the node (restoring it if spilled; may block on disk I/O) and
+  // says where it is. Errors: NotFound (unknown, deleted, or not sealed yet), ABORTED
+  // (deleted with its dead owner), ResourceExhausted (no room to restore it),
+  // Internal/DataLoss (its spill file cannot be read).
+  [[nodiscard]] absl::StatusOr<ObjectLocation> PinForNode(const ObjectId& id);
+  // Drops one of the node's pins on `id` (then retries waiting requests: room may be made).
+  void UnpinForNode(const ObjectId& id);
+  // Deletes `id` as its owner's DELETE_OBJECT does (at the last unpin if pinned). Unknown
+  // ids are ignored.
+  void DeleteObject(const ObjectId& id);
+  // Whether `id` is here and sealed (in memory or spilled: a pin restores it).
+  bool HasSealed(const ObjectId& id) const;
+  // The store's own mapping of its memory (valid for the service's lifetime), to write
+  // objects made by CreateForNode and read pinned ones at their ObjectLocation.
+  uint8_t* shm_base() { return store_->base(); }
+  ObjectStoreStats stats() const { return store_->stats(); }
+  std::vector<ObjectInfo> ListInfo() const { return store_->List(); }
+
   // The store's memory, for clients to map (they receive copies over the node socket).
   int shm_fd() const { return store_->shm_fd(); }
   uint64_t capacity_bytes() const { return store_->region().size(); }
@@ -51,13 +94,16 @@ class ObjectStoreService {
   proto::ObjectList List() const;
 
  private:
-  // A CREATE_OBJECT request waiting for room, until `deadline`.
+  // A CREATE_OBJECT request waiting for room, until `deadline`; or the node's own
+  // CreateForNode (no `conn`; `done` instead of a reply; no deadline).
   struct PendingCreate {
     std::shared_ptr<rpc::Connection> conn;
     rpc::FrameHeader header;
     ClientId client = 0;
     proto::CreateObjectRequest request;
     std::chrono::steady_clock::time_point deadline;
+    CreateCallback done;
+    CopyKind kind = CopyKind::kPrimary;
   };
   // A PIN_OBJECTS request waiting for room.
   struct PendingPins {

@@ -77,6 +77,8 @@ inline std::optional<std::chrono::milliseconds> DefaultDeadline(const MethodInfo
   X(UNPIN_OBJECT, ObjectIdRequest, Empty, kOneWay, false, kControl)                             \
   X(DELETE_OBJECT, ObjectIdRequest, Empty, kOneWay, true, kControl)                             \
   X(LIST_OBJECTS, Empty, ObjectList, kUnary, true, kControl)                                    \
+  /* object transfer (node -> node) */                                                          \
+  X(READ_OBJECT_CHUNK, ReadObjectChunkRequest, ReadObjectChunkReply, kUnary, true, kControl)    \
   /* owner service (every driver and worker) */                                                 \
   X(ADD_BORROWER, BorrowerRequest, Empty, kUnary, false, kControl)                              \
   X(REMOVE_BORROWER, BorrowerRequest, Empty, kOneWay, false, kControl)                          \

@@ -53,7 +53,7 @@ ObjectStore::~ObjectStore() {
 }
 
 absl::StatusOr<ObjectLocation> ObjectStore::CreateObject(const ObjectId& id, uint64_t size,
-                                                         ClientId client) {
+                                                         ClientId client, CopyKind kind) {
   if (objects_.contains(id)) {
     return absl::AlreadyExistsError(absl::StrCat("object ", id.Hex(), " already exists"));
   }
@@ -64,6 +64,7 @@ absl::StatusOr<ObjectLocation> ObjectStore::CreateObject(const ObjectId& id, uin
   e.offset = *offset;
   e.allocated = size > 0;
   e.creator = client;
+  e.kind = kind;
   e.pins[client] = 1;
   e.num_pins = 1;
   return ObjectLocation{*offset, size};
@@ -86,7 +87,7 @@ absl::StatusOr<ObjectLocation> ObjectStore::Pin(const ObjectId& id, ClientId cli
   if (it == objects_.end() || it->second.delete_pending) {
     return absl::NotFoundError(absl::StrCat("no object ", id.Hex()));
   }
-  Entry& e = it->second;  // stays valid: Allocate never erases entries
+  Entry& e = it->second;  // stays valid: Allocate erases only evicted secondary copies
   if (e.state == ObjectState::kUnsealed) {
     return absl::FailedPreconditionError(absl::StrCat("object ", id.Hex(), " is not sealed"));
   }
@@ -146,7 +147,7 @@ ObjectStoreStats ObjectStore::stats() const {
     if (e.state == ObjectState::kSpilled) {
       ++s.num_spilled;
       s.spilled_bytes += e.size;
-    } else if (e.in_lru && e.has_spill_file) {
+    } else if (e.in_lru && (e.has_spill_file || e.kind == CopyKind::kSecondary)) {
       ++s.num_evictable;
     }
   }
@@ -159,11 +160,17 @@ std::optional<uint64_t> ObjectStore::SizeOf(const ObjectId& id) const {
   return it->second.size;
 }
 
+std::optional<ObjectState> ObjectStore::StateOf(const ObjectId& id) const {
+  auto it = objects_.find(id);
+  if (it == objects_.end() || it->second.delete_pending) return std::nullopt;
+  return it->second.state;
+}
+
 std::vector<ObjectInfo> ObjectStore::List() const {
   std::vector<ObjectInfo> out;
   out.reserve(objects_.size());
   for (const auto& [id, e] : objects_) {
-    out.push_back({id, e.size, e.state, e.num_pins, e.has_spill_file, e.delete_pending});
+    out.push_back({id, e.size, e.state, e.num_pins, e.has_spill_file, e.delete_pending, e.kind});
   }
   std::sort(out.begin(), out.end(),
             [](const ObjectInfo& a, const ObjectInfo& b) { return a.id < b.id; });
@@ -174,17 +181,25 @@ absl::StatusOr<uint64_t> ObjectStore::Allocate(const ObjectId& id, uint64_t size
   if (size == 0) return 0;
   if (std::optional<uint64_t> offset = allocator_.Allocate(size)) return *offset;
   if (FitsAfterReclaim(size)) {
-    // 1. Restored copies whose spill file exists: dropping them costs no I/O.
+    // 1. Restored copies whose spill file exists, and secondary copies (another node
+    // has the primary): dropping them costs no I/O. A secondary copy is forgotten.
     for (auto lit = lru_.begin(); lit != lru_.end();) {
-      Entry& victim = objects_.at(*lit);
-      ++lit;  // FreeMemory unlinks the victim from lru_
-      if (!victim.has_spill_file) continue;
-      FreeMemory(victim);
-      victim.state = ObjectState::kSpilled;
+      auto victim = objects_.find(*lit);
+      ++lit;  // FreeMemory and Remove unlink the victim from lru_
+      if (victim->second.kind == CopyKind::kSecondary) {
+        RAIO_LOG_DEBUG("object store: evicted secondary copy {} ({} bytes)", victim->first.Hex(),
+                       victim->second.size);
+        Remove(victim);
+      } else if (victim->second.has_spill_file) {
+        FreeMemory(victim->second);
+        victim->second.state = ObjectState::kSpilled;
+      } else {
+        continue;
+      }
       if (std::optional<uint64_t> offset = allocator_.Allocate(size)) return *offset;
     }
-    // 2. Spill the rest, least recently used first. What is left in lru_ has no
-    // spill file, and FitsAfterReclaim counted it movable only if spilling is on.
+    // 2. Spill the rest, least recently used first. What is left in lru_ is primary
+    // with no spill file, and FitsAfterReclaim counted it movable only if spilling is on.
     while (!options_.spill_dir.empty() && !lru_.empty()) {
       const ObjectId victim = lru_.front();
       absl::Status spilled = Spill(victim, objects_.at(victim));
@@ -200,7 +215,8 @@ absl::StatusOr<uint64_t> ObjectStore::Allocate(const ObjectId& id, uint64_t size
 }
 
 bool ObjectStore::Movable(const Entry& e) const {
-  return e.in_lru && (e.has_spill_file || !options_.spill_dir.empty());
+  return e.in_lru &&
+         (e.has_spill_file || e.kind == CopyKind::kSecondary || !options_.spill_dir.empty());
 }
 
 bool ObjectStore::FitsAfterReclaim(uint64_t size) const {

@@ -6,7 +6,10 @@
 //
 // Under memory pressure, CreateObject and Pin make room by:
 //   1. evicting restored copies (objects read back from a spill file that still
-//      exists and that no one pins): their memory is simply freed;
+//      exists and that no one pins): their memory is simply freed; and evicting
+//      secondary copies (objects pulled from another node, which still has the primary;
+//      CopyKind::kSecondary) that no one pins: they are forgotten altogether, as if
+//      deleted, and a later reader pulls them again;
 //   2. spilling sealed, unpinned objects, least recently used first: their bytes go
 //      to `spill_dir`/<hex id> and their memory is freed.
 // Pinned and unsealed objects are never moved. A spilled object is restored when it is
@@ -47,6 +50,12 @@ struct ObjectLocation {
 // A connected process (driver or worker); chosen by the caller, opaque here.
 using ClientId = uint64_t;
 
+// Whether the store holds an object's only copy on this node (kPrimary: made here, or
+// the owner's copy; spilled under pressure) or a copy of an object whose primary is on
+// another node (kSecondary: pulled by the object manager; evicted under pressure, never
+// spilled).
+enum class CopyKind { kPrimary, kSecondary };
+
 enum class ObjectState {
   kUnsealed,  // being written by its creator; in memory
   kSealed,    // immutable and in memory (possibly a restored copy of a spill file)
@@ -61,7 +70,7 @@ struct ObjectStoreStats {
   uint64_t num_objects = 0;     // every object the store knows, spilled ones included
   uint64_t num_spilled = 0;     // objects only on disk
   uint64_t spilled_bytes = 0;   // their sizes
-  uint64_t num_evictable = 0;   // unpinned in-memory copies whose spill file exists
+  uint64_t num_evictable = 0;   // unpinned in-memory copies: restored or secondary
 };
 
 // One row of `raio list objects`.
@@ -72,6 +81,7 @@ struct ObjectInfo {
   uint64_t num_pins = 0;        // summed over clients
   bool has_spill_file = false;  // true for spilled objects and restored copies
   bool delete_pending = false;  // deleted by the owner, waiting for the last Unpin
+  CopyKind kind = CopyKind::kPrimary;
 };
 
 class ObjectStore {
@@ -111,9 +121,10 @@ class ObjectStore {
   // comment; blocks on spill writes). Errors: AlreadyExists if `id` is known;
   // ResourceExhausted, giving the requested size, the capacity, bytes in use and bytes
   // pinned, if it cannot fit even after moving everything movable; Internal if a spill
-  // write failed (the objects spilled before it stay spilled).
+  // write failed (the objects spilled before it stay spilled). `kind`: see CopyKind.
   [[nodiscard]] absl::StatusOr<ObjectLocation> CreateObject(const ObjectId& id, uint64_t size,
-                                                            ClientId client);
+                                                            ClientId client,
+                                                            CopyKind kind = CopyKind::kPrimary);
   // Makes the object immutable. NotFound if unknown; FailedPrecondition if sealed.
   [[nodiscard]] absl::Status Seal(const ObjectId& id);
   // Pins a sealed object for `client` (counted: a client may pin several times; each
@@ -139,6 +150,8 @@ class ObjectStore {
   // The payload size in bytes of object `id` (sealed, unsealed or spilled); nullopt when
   // unknown.
   std::optional<uint64_t> SizeOf(const ObjectId& id) const;
+  // The state of object `id`; nullopt when unknown or deleted (waiting for its last Unpin).
+  std::optional<ObjectState> StateOf(const ObjectId& id) const;
   uint64_t capacity_bytes() const { return allocator_.capacity(); }
 
  private:
@@ -153,6 +166,7 @@ class ObjectStore {
     bool has_spill_file = false;
     bool delete_pending = false;
     bool in_lru = false;  // sealed, allocated and unpinned: may be evicted or spilled
+    CopyKind kind = CopyKind::kPrimary;
     std::list<ObjectId>::iterator lru_it;
   };
   using EntryMap = std::unordered_map<ObjectId, Entry, ObjectId::Hasher>;

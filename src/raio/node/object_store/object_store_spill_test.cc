@@ -18,6 +18,26 @@ using testkit::ListDir;
 using testkit::ObjectStoreTest;
 using testkit::PatternByte;
 
+TEST_F(ObjectStoreTest, FullStoreEvictsSecondaryCopiesBeforeSpillingAndForgetsThem) {
+  // Object 0 is primary and least recently used; object 1 a secondary copy.
+  PutSealed(Id(0), kQuarter, 0);
+  absl::StatusOr<ObjectLocation> copy =
+      store_->CreateObject(Id(1), kQuarter, 1, CopyKind::kSecondary);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  ASSERT_TRUE(store_->Seal(Id(1)).ok());
+  store_->Unpin(Id(1), 1);
+  PutSealed(Id(2), kQuarter, 2);
+  PutSealed(Id(3), kQuarter, 3);
+  EXPECT_EQ(store_->stats().num_evictable, 1u);
+
+  absl::StatusOr<ObjectLocation> fresh = store_->CreateObject(Id(10), kQuarter, 1);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->offset, copy->offset);
+  EXPECT_FALSE(store_->StateOf(Id(1)).has_value());  // forgotten, not spilled
+  EXPECT_EQ(StateOf(Id(0)), ObjectState::kSealed);
+  EXPECT_TRUE(ListDir(spill_dir_).empty());
+}
+
 TEST_F(ObjectStoreTest, FullStoreSpillsLeastRecentlyUsedAndRestoresBytesIntact) {
   std::vector<ObjectLocation> locs;
   for (uint32_t i = 0; i < 4; ++i) locs.push_back(PutSealed(Id(i), kQuarter, i));
