@@ -108,7 +108,6 @@ bool WriteRecord(const std::string& path, const nlohmann::json& j) {
   if (!ok) ::unlink(tmp.c_str());
   return ok;
 }
-bool WriteClusterFile(const nlohmann::json& j) { return WriteRecord(ClusterFile(), j); }
 
 std::optional<nlohmann::json> ReadClusterFile() {
   if (std::string why = CheckStateDir(); !why.empty()) {

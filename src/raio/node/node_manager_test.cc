@@ -40,8 +40,12 @@ class NodeManagerConfigTest : public ::testing::Test {
   absl::Status StartNode() {
     auto total = ResourceSet::FromMap({{"CPU", 1}});
     if (!total.ok()) return total.status();
-    auto node = NodeManager::Create({session_dir_, head_->address(), *total, 4u << 20,
-                                     /*memory_monitor=*/std::nullopt});
+    NodeManager::Options options;
+    options.session_dir = session_dir_;
+    options.head_address = head_->address();
+    options.total = *total;
+    options.object_store_bytes = 4u << 20;
+    auto node = NodeManager::Create(std::move(options));
     if (!node.ok()) return node.status();
     node_ = std::move(*node);
     return absl::OkStatus();

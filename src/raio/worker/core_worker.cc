@@ -93,6 +93,7 @@ void CoreWorker::SetStrategy(const std::string& function_name, const SchedulingS
 void CoreWorker::OnLeaseInfeasible(const proto::LeaseInfeasibleNotice& notice) {
   OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
+  submitter_.AssertHeld();
   submitter_.OnLeaseInfeasible(notice);
 }
 
