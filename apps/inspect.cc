@@ -139,8 +139,8 @@ std::vector<PendingGroup> GroupPendingLeases(const raio::proto::NodeStats& node)
   for (const auto& p : node.pending_leases()) {
     std::string demand = FormatDemand(p.demand());
     auto it = std::find_if(groups.begin(), groups.end(), [&](const PendingGroup& g) {
-      return g.job_id == p.job_id() && g.function_name == p.function_name() &&
-             g.demand == demand && g.infeasible == p.infeasible();
+      return g.job_id == p.job_id() && g.function_name == p.function_name() && g.demand == demand &&
+             g.infeasible == p.infeasible();
     });
     if (it == groups.end()) {
       it = groups.insert(groups.end(),
@@ -208,7 +208,8 @@ int Status(const std::string& address_flag, bool json) {
     for (const auto& w : n.workers()) ++states[w.state()];
     std::cout << "  node " << n.node_id() << "  " << n.address()
               << (n.hostname().empty() ? "" : "  " + n.hostname()) << "\n    resources in use:";
-    std::map<std::string, double> node_total(n.total().amounts().begin(), n.total().amounts().end());
+    std::map<std::string, double> node_total(n.total().amounts().begin(),
+                                             n.total().amounts().end());
     for (const auto& [k, v] : node_total) {
       auto it = n.available().amounts().find(k);
       double avail = it == n.available().amounts().end() ? 0 : it->second;

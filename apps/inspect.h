@@ -1,6 +1,6 @@
 // The read-only commands of the raio CLI: `raio status`, `raio config`, `raio list objects`,
-// `raio list actors`, `raio list nodes`. Each asks the head over TCP (one request, the control RPC timeout)
-// and prints text or, with `json`, one JSON document. `address_flag` is --address: a
+// `raio list actors`, `raio list nodes`. Each asks the head over TCP (one request, the control RPC
+// timeout) and prints text or, with `json`, one JSON document. `address_flag` is --address: a
 // host:port, "auto" or empty (then RAIO_ADDRESS, then the cluster `raio start` recorded).
 // Each returns the process exit code: 0, or 1 when no cluster is found or the head does
 // not answer (the reason goes to stderr).

@@ -175,11 +175,10 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
     if (!joining) j["shutdown_token"] = (*cluster)->shutdown_token();
     if (self) j["pid_start_ticks"] = self->start_ticks;
     if (WriteRecord(record, j)) {
-      message = absl::StrCat("ok ", address, " ", (*cluster)->node_id(), " ",
-                             (*cluster)->node_address());
+      message =
+          absl::StrCat("ok ", address, " ", (*cluster)->node_id(), " ", (*cluster)->node_address());
     } else {
-      message = absl::StrCat("error: cannot write the record ", record, ": ",
-                             std::strerror(errno));
+      message = absl::StrCat("error: cannot write the record ", record, ": ", std::strerror(errno));
     }
   }
   if (ready_fd >= 0) {
@@ -434,7 +433,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(ip_address);
   int port = 0;
-  start->add_option("--port", port, "TCP port of the head, or with --address of the node (0 = any free)")
+  start
+      ->add_option("--port", port,
+                   "TCP port of the head, or with --address of the node (0 = any free)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   auto finite_non_negative = CLI::Validator(

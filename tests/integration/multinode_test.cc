@@ -164,7 +164,8 @@ TEST_F(MultiNodeTest, InfeasibleWorkWaitsVisiblyUntilANodeThatCanRunItJoins) {
       },
       20s))
       << output;
-  std::string late = AddNode("--num-cpus 1 --resources '{\"late\": 1}' --labels '{\"zone\": \"d\"}'");
+  std::string late =
+      AddNode("--num-cpus 1 --resources '{\"late\": 1}' --labels '{\"zone\": \"d\"}'");
   ASSERT_EQ(late.size(), 16u);
   EXPECT_TRUE(WaitFor(
       [&] {
@@ -240,8 +241,8 @@ int ScenarioPlacement() {
   std::cout << "label "
             << raio::Task(NodeIdAfterMs).SetLabelSelector({{"zone", "b"}}).Remote(0).Get(60s)
             << "\n";
-  std::cout << "special "
-            << raio::Task(NodeIdAfterMs).SetResource("special", 1).Remote(0).Get(60s) << "\n";
+  std::cout << "special " << raio::Task(NodeIdAfterMs).SetResource("special", 1).Remote(0).Get(60s)
+            << "\n";
   raio::Task(NodeIdAfterMs)
       .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity("0000000000000001", true))
       .Remote(0)
@@ -258,8 +259,9 @@ int ScenarioPlacement() {
         .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity("nope"))
         .Remote(0);
   });
-  Expect("bad selector",
-         [] { raio::Task(NodeIdAfterMs).SetLabelSelector({{"zone", "in(a"}}).Remote(0); });
+  Expect("bad selector", [] {
+    raio::Task(NodeIdAfterMs).SetLabelSelector({{"zone", "in(a"}}).Remote(0);
+  });
   raio::Shutdown();
   return 0;
 }

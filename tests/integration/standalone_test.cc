@@ -346,8 +346,9 @@ TEST_F(StandaloneTest, StartRejectsBadNumbers) {
       << bogus.output;
   auto kind = RunCommand(std::string(RAIO_CLI_PATH) + " list foo");
   EXPECT_EQ(kind.exit_code, 2) << kind.output;
-  EXPECT_NE(kind.output.find("raio list: unknown command 'foo'; expected one of: objects, nodes, actors"),
-            std::string::npos)
+  EXPECT_NE(
+      kind.output.find("raio list: unknown command 'foo'; expected one of: objects, nodes, actors"),
+      std::string::npos)
       << kind.output;
   // The running cluster is untouched.
   EXPECT_TRUE(Status().is_object());

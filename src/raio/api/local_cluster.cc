@@ -124,9 +124,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
 
 LocalCluster::~LocalCluster() { Stop(); }
 
-std::string LocalCluster::head_address() const {
-  return head_ ? head_->address() : join_address_;
-}
+std::string LocalCluster::head_address() const { return head_ ? head_->address() : join_address_; }
 
 std::string LocalCluster::node_id() const { return node_ ? node_->id().Hex() : ""; }
 

@@ -10,7 +10,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -273,15 +272,15 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   std::weak_ptr<worker::CoreWorker>* weak_core = new std::weak_ptr<worker::CoreWorker>();
   // The node's notices (LEASE_INFEASIBLE) go to the core worker once it exists.
   auto notice_core = std::make_shared<std::weak_ptr<worker::CoreWorker>>();
-  rt.node->Start([notice_core](const std::shared_ptr<rpc::Connection>& c,
-                               const rpc::FrameHeader& h, std::string_view body) {
-                   if (auto core = notice_core->lock()) core->OnNodeRequest(c, h, body);
-                 },
-                 [weak_core](const std::shared_ptr<rpc::Connection>&, const absl::Status& reason) {
-                   if (auto core = weak_core->lock())
-                     core->OnNodeLost(std::string(reason.message()));
-                   delete weak_core;
-                 });
+  rt.node->Start(
+      [notice_core](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                    std::string_view body) {
+        if (auto core = notice_core->lock()) core->OnNodeRequest(c, h, body);
+      },
+      [weak_core](const std::shared_ptr<rpc::Connection>&, const absl::Status& reason) {
+        if (auto core = weak_core->lock()) core->OnNodeLost(std::string(reason.message()));
+        delete weak_core;
+      });
   WorkerId driver_id = RandomId<WorkerId>();
   proto::RegisterDriverRequest reg;
   reg.set_job_id(jr.job_id());

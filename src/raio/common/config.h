@@ -85,8 +85,8 @@ constexpr Bounds Any() { return {}; }
     "call fails with InvalidUsageError naming the size (at most one frame less 1 MiB)")           \
   /* cluster: resource view, spillback */                                                         \
   X(kMilliseconds, resource_report_interval_ms, 10, "ms", AtLeast(1),                             \
-    "a node reports its available resources to the head at most this often (when they "          \
-    "changed), and the head relays the changes to every node as often")                          \
+    "a node reports its available resources to the head at most this often (when they "           \
+    "changed), and the head relays the changes to every node as often")                           \
   X(kDouble, scheduler_spread_threshold, 0.5, "fraction", Between(0, 1),                          \
     "the hybrid policy packs work onto nodes used below this share, then spreads it")             \
   X(kDouble, scheduler_top_k_fraction, 0.2, "fraction", Fraction(),                               \

@@ -1,12 +1,12 @@
 #include "raio/common/labels.h"
 
 #include <algorithm>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
 namespace raio {

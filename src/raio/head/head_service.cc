@@ -59,7 +59,9 @@ void HeadService::RegisterHandlers() {
   service_.Handle<proto::REGISTER_JOB>(
       [this](const auto& r, const proto::RegisterJobRequest& req) { HandleRegisterJob(r, req); });
   service_.Handle<proto::REPORT_RESOURCES>(
-      [this](const auto& r, const proto::ResourceReport& report) { HandleReport(*r.conn(), report); });
+      [this](const auto& r, const proto::ResourceReport& report) {
+        HandleReport(*r.conn(), report);
+      });
   service_.Handle<proto::LIST_NODES>([this](const auto& r, const proto::Empty&) {
     proto::NodeList list;
     for (const auto& [id, node] : nodes_) *list.add_nodes() = node.info;

@@ -56,14 +56,15 @@ NodeManager::NodeManager(Options options)
                                 options_.node_ip}),
       actors_(resources_, pool_, id_.Hex(), [this] { return ClusterDescription(); }),
       view_(id_.Hex()),
-      scheduler_(view_, 0.5, 0.2, id_.Binary().empty() ? 0 : std::hash<std::string>()(id_.Binary())) {}
+      scheduler_(view_, 0.5, 0.2,
+                 id_.Binary().empty() ? 0 : std::hash<std::string>()(id_.Binary())) {}
 
 NodeManager::~NodeManager() { Stop(); }
 
 absl::Status NodeManager::Start() {
   if (!options_.node_id.empty() && id_.Hex() != absl::AsciiStrToLower(options_.node_id)) {
-    return absl::InvalidArgumentError(absl::StrCat("node id '", options_.node_id, "' is not ",
-                                                   2 * NodeId::kSize, " hex digits"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node id '", options_.node_id, "' is not ", 2 * NodeId::kSize, " hex digits"));
   }
   if (options_.labels.count("") > 0) {
     return absl::InvalidArgumentError("node labels: a label has an empty key");
@@ -566,8 +567,8 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
     if (!local_has_room) {
       proto::RequestWorkerLeaseReply reply;
       reply.set_result(proto::RequestWorkerLeaseReply::REJECTED);
-      reply.set_message(absl::StrCat("node ", id_.Hex(), " has no room for ", demand->ToString(),
-                                     " now"));
+      reply.set_message(
+          absl::StrCat("node ", id_.Hex(), " has no room for ", demand->ToString(), " now"));
       conn->Reply(h, reply);
       return;
     }
@@ -600,14 +601,14 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
         return;
       }
       infeasible = true;
-      RAIO_LOG_WARN("{} waits: no node can meet {} now; cluster resources: {}",
-                    req.function_name(), d.message, ClusterDescription());
+      RAIO_LOG_WARN("{} waits: no node can meet {} now; cluster resources: {}", req.function_name(),
+                    d.message, ClusterDescription());
       proto::LeaseInfeasibleNotice notice;
       notice.set_lease_id(req.lease_id());
       notice.set_message(absl::StrCat(
-          req.function_name(), " cannot be scheduled: no node of the cluster can meet ",
-          d.message, "; it waits until a node that can joins (cluster resources: ",
-          ClusterDescription(), ")"));
+          req.function_name(), " cannot be scheduled: no node of the cluster can meet ", d.message,
+          "; it waits until a node that can joins (cluster resources: ", ClusterDescription(),
+          ")"));
       rpc::Notify<proto::LEASE_INFEASIBLE>(*conn, notice);
     }
   }
@@ -653,9 +654,8 @@ void NodeManager::RescheduleQueued() {
     Lease& lease = lit->second;
     std::map<std::string, std::string> selector(lease.spec.label_selector().begin(),
                                                 lease.spec.label_selector().end());
-    ClusterScheduler::Decision d =
-        scheduler_.Decide(lease.demand, lease.spec.strategy(), selector,
-                          resources_.available().Contains(lease.demand));
+    ClusterScheduler::Decision d = scheduler_.Decide(lease.demand, lease.spec.strategy(), selector,
+                                                     resources_.available().Contains(lease.demand));
     if (d.kind == ClusterScheduler::Decision::Kind::kInfeasible) {
       ++it;
       continue;
@@ -677,8 +677,7 @@ void NodeManager::RescheduleQueued() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     auto lit = leases_.find(*it);
     if (lit == leases_.end() || lit->second.allocation ||
-        lit->second.spec.spillback_count() >=
-            static_cast<uint32_t>(config::max_spillback_hops()) ||
+        lit->second.spec.spillback_count() >= static_cast<uint32_t>(config::max_spillback_hops()) ||
         lit->second.spec.strategy().kind() == proto::SchedulingStrategy::NODE_AFFINITY ||
         resources_.available().Contains(lit->second.demand)) {
       ++it;
@@ -710,10 +709,9 @@ void NodeManager::FetchJob(JobId job) {
   if (!head_ || !fetching_jobs_.insert(job).second) return;
   proto::GetJobInfoRequest req;
   req.set_job_id(job);
-  rpc::Call<proto::GET_JOB_INFO>(*head_, req,
-                                 [this, job](absl::StatusOr<proto::JobConfigInfo> info) {
-                                   OnJobInfo(job, std::move(info));
-                                 });
+  rpc::Call<proto::GET_JOB_INFO>(
+      *head_, req,
+      [this, job](absl::StatusOr<proto::JobConfigInfo> info) { OnJobInfo(job, std::move(info)); });
 }
 
 void NodeManager::OnJobInfo(JobId job, absl::StatusOr<proto::JobConfigInfo> info) {

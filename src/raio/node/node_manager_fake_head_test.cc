@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
-
 #include "raio/common/resources.h"
 #include "raio/node/node_manager.h"
 #include "raio/rpc/service.h"

@@ -29,8 +29,8 @@ void ObjectStoreService::RegisterHandlers(rpc::Service& service, ClientOf client
                         proto::CreateObjectRequest& req) {
         const auto deadline =
             std::chrono::steady_clock::now() + std::chrono::milliseconds(req.wait_ms());
-        PendingCreate p{r.conn(), r.header(), client_of(*r.conn()), std::move(req), deadline, nullptr,
-                        CopyKind::kPrimary};
+        PendingCreate p{r.conn(), r.header(), client_of(*r.conn()), std::move(req),
+                        deadline, nullptr,    CopyKind::kPrimary};
         if (!TryCreate(p, /*final=*/p.request.wait_ms() == 0)) {
           pending_creates_.push_back(std::move(p));
         }

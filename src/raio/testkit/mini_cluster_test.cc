@@ -5,14 +5,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include "absl/strings/str_cat.h"
 #include <unistd.h>
 
 #include <map>
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "raio/common/resources.h"
 #include "raio/testkit/wait.h"
 

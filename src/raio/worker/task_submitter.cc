@@ -191,8 +191,7 @@ void TaskSubmitter::Dispatch(SchedulingClass* cls) {
       if (cls->cancelling.insert(id).second) {
         auto req = std::make_shared<proto::LeaseIdRequest>();
         req->set_lease_id(id.Binary());
-        outbox_.Call<proto::CANCEL_WORKER_LEASE>(request.node, std::move(req),
-                                                 [](const auto&) {});
+        outbox_.Call<proto::CANCEL_WORKER_LEASE>(request.node, std::move(req), [](const auto&) {});
       }
     }
     if (loop_.InLoopThread()) {
@@ -534,7 +533,8 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
       // Another node went away with our request: ask our own node again.
       RAIO_LOG_WARN("lease request to another node failed ({}); asking this node again",
                     reply.status().message());
-      if (!cancelled && !cls->queue.empty()) SendLeaseRequest(cls, id, node_, spillbacks + 1, false);
+      if (!cancelled && !cls->queue.empty())
+        SendLeaseRequest(cls, id, node_, spillbacks + 1, false);
       return;
     }
     FailQueued(
@@ -690,8 +690,7 @@ void TaskSubmitter::Cancel(const ObjectId& id, bool force) {
     t->pushed_to->crash_charged = true;
     auto req = std::make_shared<proto::LeaseIdRequest>();
     req->set_lease_id(t->pushed_to->id.Binary());
-    outbox_.Call<proto::KILL_LEASED_WORKER>(t->pushed_to->node, std::move(req),
-                                            [](const auto&) {});
+    outbox_.Call<proto::KILL_LEASED_WORKER>(t->pushed_to->node, std::move(req), [](const auto&) {});
   }
 }
 

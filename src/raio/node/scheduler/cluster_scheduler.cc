@@ -124,15 +124,15 @@ ClusterScheduler::Decision ClusterScheduler::Decide(
       for (const auto& [k, v] : label_selector) parts.push_back(absl::StrCat(k, "=", v));
       selector = absl::StrCat(" with label selector {", absl::StrJoin(parts, ", "), "}");
     }
-    d.message = absl::StrCat(demand.ToString(), " (", DescribeStrategy(strategy), ")", selector,
-                             ": ", why);
+    d.message =
+        absl::StrCat(demand.ToString(), " (", DescribeStrategy(strategy), ")", selector, ": ", why);
     return d;
   };
   if (strategy.kind() == proto::SchedulingStrategy::NODE_AFFINITY) {
     std::string target = absl::BytesToHexString(strategy.node_id());
     const NodeView* node = view_.Find(target);
-    bool ok = node != nullptr &&
-              std::find(feasible.begin(), feasible.end(), node) != feasible.end();
+    bool ok =
+        node != nullptr && std::find(feasible.begin(), feasible.end(), node) != feasible.end();
     if (ok && (!strategy.soft() || HasRoom(*node, demand, local_has_room))) {
       Decision d;
       d.kind = target == view_.local_id() ? Decision::Kind::kLocal : Decision::Kind::kSpill;
@@ -198,8 +198,8 @@ ClusterScheduler::Decision ClusterScheduler::Hybrid(const ResourceSet& demand,
       if (score == best && n->node_id == local) return Decision{};
     }
     std::size_t k = std::max<std::size_t>(
-        1, static_cast<std::size_t>(std::floor(top_k_fraction_ *
-                                               static_cast<double>(view_.nodes().size()))));
+        1, static_cast<std::size_t>(
+               std::floor(top_k_fraction_ * static_cast<double>(view_.nodes().size()))));
     k = std::min(k, scored.size());
     std::size_t pick = std::uniform_int_distribution<std::size_t>(0, k - 1)(rng_);
     Decision d;

@@ -95,9 +95,9 @@ TEST_F(ClusterSchedulerTest, ADemandNoNodeCanMeetIsInfeasibleAndSaysWhy) {
 }
 
 TEST_F(ClusterSchedulerTest, AboveTheThresholdSpreadsToTheLeastUsedNode) {
-  SetLocal({{"CPU", 4}}, {{"CPU", 1}});                // 75% used before, 100% after
-  Add(Info("b", {{"CPU", 4}}, {{"CPU", 2}}));           // 75% after
-  Add(Info("c", {{"CPU", 4}}, {{"CPU", 4}}));           // 25% after: counts as 0
+  SetLocal({{"CPU", 4}}, {{"CPU", 1}});        // 75% used before, 100% after
+  Add(Info("b", {{"CPU", 4}}, {{"CPU", 2}}));  // 75% after
+  Add(Info("c", {{"CPU", 4}}, {{"CPU", 4}}));  // 25% after: counts as 0
   for (int i = 0; i < 10; ++i) {
     auto d = Decide({{"CPU", 1}}, true);
     EXPECT_EQ(d.kind, Kind::kSpill);
