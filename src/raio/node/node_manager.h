@@ -137,6 +137,8 @@ class NodeManager {
   // The cluster view changed: infeasible leases may have become feasible, queued ones may
   // go to a node that has room now.
   void RescheduleQueued();
+  // The scheduler's decision for a queued lease (its demand, strategy and selector).
+  ClusterScheduler::Decision DecideFor(const Lease& lease, bool local_has_room);
   void HandleClusterView(const proto::ClusterViewUpdate& update);
   // A lease of a job this node has no configuration for: fetch it from the head once.
   void FetchJob(JobId job);

@@ -1,0 +1,250 @@
+// NodeManager's part in the cluster: where a lease request goes (granted or queued here,
+// spilled back, infeasible), the view of the other nodes, resource reports, and the
+// configuration of jobs whose driver is on another node. See node_manager.h and
+// docs/design/cluster.md.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "raio/common/config.h"
+#include "raio/common/logging.h"
+#include "raio/common/process.h"
+#include "raio/head.pb.h"
+#include "raio/node/node_manager.h"
+
+namespace raio::node {
+
+using ConnPtr = std::shared_ptr<rpc::Connection>;
+
+ClusterScheduler::Decision NodeManager::DecideFor(const Lease& lease, bool local_has_room) {
+  std::map<std::string, std::string> selector(lease.spec.label_selector().begin(),
+                                              lease.spec.label_selector().end());
+  return scheduler_.Decide(lease.demand, lease.spec.strategy(), selector, local_has_room);
+}
+
+void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader& h,
+                                     const proto::RequestWorkerLeaseRequest& req) {
+  const Peer& peer = peers_[conn.get()].second;
+  // A local driver or worker leases for its own job; an owner on another node (a spilled
+  // request, over TCP) names its job.
+  JobId job = peer.kind == Peer::Kind::kUnknown ? req.job_id() : peer.job;
+  if (job == 0) {
+    conn->ReplyError(h, absl::FailedPreconditionError(
+                            "register as a driver or worker first, or name the lease's job"));
+    return;
+  }
+  auto demand = ResourceSet::FromProto(req.demand());
+  if (!demand.ok()) {
+    conn->ReplyError(h, demand.status());
+    return;
+  }
+  std::map<std::string, std::string> selector(req.label_selector().begin(),
+                                              req.label_selector().end());
+  if (absl::Status s = ValidateLabelSelector(selector); !s.ok()) {
+    conn->ReplyError(h, s);
+    return;
+  }
+  LeaseId id = LeaseId::FromBinary(req.lease_id());
+  if (leases_.count(id)) return;  // a retried request: the first one will be answered
+  const bool local_has_room = resources_.available().Contains(*demand);
+  view_.SetLocalAvailable(resources_.available());
+  bool infeasible = false;
+  if (req.grant_or_reject()) {
+    // Spilled here because the view said this node had room: grant now, or the owner asks
+    // its own node again with a fresher view.
+    if (!local_has_room) {
+      proto::RequestWorkerLeaseReply reply;
+      reply.set_result(proto::RequestWorkerLeaseReply::REJECTED);
+      reply.set_message(
+          absl::StrCat("node ", id_.Hex(), " has no room for ", demand->ToString(), " now"));
+      conn->Reply(h, reply);
+      return;
+    }
+  } else if (req.spillback_count() < static_cast<uint32_t>(config::max_spillback_hops()) ||
+             !resources_.CheckFeasible(*demand).ok()) {
+    ClusterScheduler::Decision d =
+        scheduler_.Decide(*demand, req.strategy(), selector, local_has_room);
+    if (d.kind == ClusterScheduler::Decision::Kind::kLocal) {
+      // The view's test is a sum of amounts; this node's own knows device rules (a GPU
+      // demand above 1 must be whole).
+      if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
+        d.kind = ClusterScheduler::Decision::Kind::kInfeasible;
+        d.permanent = true;
+        d.message = absl::StrCat(demand->ToString(), " (", f.message(), ")");
+      }
+    }
+    if (d.kind == ClusterScheduler::Decision::Kind::kSpill) {
+      view_.SubtractAvailable(d.node_id, *demand);
+      ReplySpillback(conn, h, d.node_id, d.grant_or_reject);
+      return;
+    }
+    if (d.kind == ClusterScheduler::Decision::Kind::kInfeasible) {
+      if (options_.fail_infeasible || d.permanent) {
+        proto::RequestWorkerLeaseReply reply;
+        reply.set_result(proto::RequestWorkerLeaseReply::INFEASIBLE);
+        reply.set_message(absl::StrCat("no node can ever run ", req.function_name(),
+                                       ", a task demanding ", d.message,
+                                       "; cluster resources: ", ClusterDescription()));
+        conn->Reply(h, reply);
+        return;
+      }
+      infeasible = true;
+      RAIO_LOG_WARN("{} waits: no node can meet {} now; cluster resources: {}", req.function_name(),
+                    d.message, ClusterDescription());
+      proto::LeaseInfeasibleNotice notice;
+      notice.set_lease_id(req.lease_id());
+      notice.set_message(absl::StrCat(
+          req.function_name(), " cannot be scheduled: no node of the cluster can meet ", d.message,
+          "; it waits until a node that can joins (cluster resources: ", ClusterDescription(),
+          ")"));
+      rpc::Notify<proto::LEASE_INFEASIBLE>(*conn, notice);
+    }
+  }
+  Lease& lease = leases_[id];
+  lease.id = id;
+  lease.job = job;
+  lease.owner = conn;
+  lease.request = h;
+  lease.spec = req;
+  lease.demand = std::move(*demand);
+  lease.infeasible = infeasible;
+  if (!pool_.HasJob(job)) FetchJob(job);
+  if (infeasible) {
+    infeasible_.push_back(id);
+    return;
+  }
+  pending_.push_back(id);
+  ScheduleLeases();
+}
+
+void NodeManager::ReplySpillback(const ConnPtr& conn, const rpc::FrameHeader& h,
+                                 const std::string& node_id, bool grant_or_reject) {
+  const NodeView* target = view_.Find(node_id);
+  proto::RequestWorkerLeaseReply reply;
+  reply.set_result(proto::RequestWorkerLeaseReply::SPILLBACK);
+  if (target != nullptr) {
+    *reply.mutable_retry_at() = target->address;
+    reply.mutable_retry_at()->clear_unix_socket();
+  }
+  reply.set_grant_or_reject(grant_or_reject);
+  conn->Reply(h, reply);
+}
+
+void NodeManager::RescheduleQueued() {
+  view_.SetLocalAvailable(resources_.available());
+  // Infeasible leases: a node that can meet them may have joined.
+  for (auto it = infeasible_.begin(); it != infeasible_.end();) {
+    auto lit = leases_.find(*it);
+    if (lit == leases_.end()) {
+      it = infeasible_.erase(it);
+      continue;
+    }
+    Lease& lease = lit->second;
+    ClusterScheduler::Decision d = DecideFor(lease, resources_.available().Contains(lease.demand));
+    if (d.kind == ClusterScheduler::Decision::Kind::kInfeasible) {
+      ++it;
+      continue;
+    }
+    it = infeasible_.erase(it);
+    lease.infeasible = false;
+    if (d.kind == ClusterScheduler::Decision::Kind::kSpill) {
+      view_.SubtractAvailable(d.node_id, lease.demand);
+      ReplySpillback(lease.owner, lease.request, d.node_id, d.grant_or_reject);
+      ReleaseLease(lit);
+      continue;
+    }
+    RAIO_LOG_INFO("{} demanding {} can be scheduled now", lease.spec.function_name(),
+                  lease.demand.ToString());
+    pending_.push_back(lease.id);
+  }
+  // Queued leases that this node cannot grant now go to a node that has room (the view
+  // says), unless they were spilled here on purpose or have used up their hops.
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto lit = leases_.find(*it);
+    if (lit == leases_.end() || lit->second.allocation ||
+        lit->second.spec.spillback_count() >= static_cast<uint32_t>(config::max_spillback_hops()) ||
+        lit->second.spec.strategy().kind() == proto::SchedulingStrategy::NODE_AFFINITY ||
+        resources_.available().Contains(lit->second.demand)) {
+      ++it;
+      continue;
+    }
+    Lease& lease = lit->second;
+    ClusterScheduler::Decision d = DecideFor(lease, /*local_has_room=*/false);
+    if (d.kind != ClusterScheduler::Decision::Kind::kSpill || !d.grant_or_reject) {
+      ++it;
+      continue;
+    }
+    view_.SubtractAvailable(d.node_id, lease.demand);
+    ReplySpillback(lease.owner, lease.request, d.node_id, /*grant_or_reject=*/true);
+    ReleaseLease(lit);
+    it = pending_.erase(it);
+  }
+  ScheduleLeases();
+}
+
+void NodeManager::HandleClusterView(const proto::ClusterViewUpdate& update) {
+  view_.Apply(update);
+  RescheduleQueued();
+}
+
+void NodeManager::FetchJob(JobId job) {
+  if (!head_ || !fetching_jobs_.insert(job).second) return;
+  proto::GetJobInfoRequest req;
+  req.set_job_id(job);
+  rpc::Call<proto::GET_JOB_INFO>(
+      *head_, req,
+      [this, job](absl::StatusOr<proto::JobConfigInfo> info) { OnJobInfo(job, std::move(info)); });
+}
+
+void NodeManager::OnJobInfo(JobId job, absl::StatusOr<proto::JobConfigInfo> info) {
+  fetching_jobs_.erase(job);
+  if (stopped_ || pool_.HasJob(job)) return;
+  std::string why;
+  if (!info.ok()) {
+    why = absl::StrCat("node ", id_.Hex(), " cannot learn job ", job,
+                       "'s configuration from the head: ", info.status().message());
+  } else if (!info->running()) {
+    why = absl::StrCat("job ", job, " has finished");
+  } else if (::access(info->executable().c_str(), X_OK) != 0) {
+    why = absl::StrCat("node ", id_.Hex(), " (", Hostname(), ") cannot run job ", job,
+                       "'s executable '", info->executable(), "': ", std::strerror(errno));
+  }
+  if (!why.empty()) {
+    FailWorkerStarts(job, why);
+    return;
+  }
+  remote_jobs_.insert(job);
+  pool_.AddJob(job, JobConfig{info->executable(), info->working_dir(), info->ld_library_path(),
+                              info->namespace_()});
+  ScheduleLeases();
+}
+
+void NodeManager::ArmReportTimer() {
+  if (!report_timer_) report_timer_ = std::make_unique<Timer>(loop_.io());
+  report_timer_->expires_after(config::resource_report_interval_ms());
+  report_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    ReportResources();
+    ArmReportTimer();
+  });
+}
+
+void NodeManager::ReportResources() {
+  const ResourceSet& available = resources_.available();
+  uint32_t infeasible = 0;
+  for (const auto& id : infeasible_) infeasible += leases_.count(id) > 0 ? 1 : 0;
+  if (available == reported_available_ && infeasible == reported_infeasible_) return;
+  reported_available_ = available;
+  reported_infeasible_ = infeasible;
+  view_.SetLocalAvailable(available);
+  proto::ResourceReport report;
+  report.set_node_id(id_.Hex());
+  report.set_version(++report_version_);
+  available.ToProto(report.mutable_available());
+  report.set_infeasible_leases(infeasible);
+  if (head_ && !head_->closed()) rpc::Notify<proto::REPORT_RESOURCES>(*head_, report);
+}
+
+}  // namespace raio::node
