@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -387,16 +388,23 @@ int ListObjects(const std::string& address_flag, bool json) {
     return 0;
   }
   uint64_t total = 0;
-  std::cout << "OBJECT ID                                   SIZE        STATE     PINS\n";
+  // One row per copy: an object on several nodes has a row for each.
+  std::set<std::string> distinct;
+  std::cout << "OBJECT ID                                   SIZE        STATE     PINS  NODE"
+               "              COPY\n";
   for (const auto& o : list.objects()) {
-    total += o.size_bytes();
-    std::printf("%-42s  %10llu  %-8s  %llu\n",
+    if (!o.secondary()) total += o.size_bytes();
+    distinct.insert(o.object_id());
+    std::printf("%-42s  %10llu  %-8s  %4llu  %-16s  %s\n",
                 raio::ObjectId::FromBinary(o.object_id()).Hex().c_str(),
                 static_cast<unsigned long long>(o.size_bytes()), o.state().c_str(),
-                static_cast<unsigned long long>(o.pins()));
+                static_cast<unsigned long long>(o.pins()), o.node_id().c_str(),
+                o.secondary() ? "secondary" : "primary");
   }
-  std::cout << list.objects_size() << " objects in shared-memory stores, " << total
-            << " bytes (small objects live in their owners' processes and are not listed)\n";
+  std::cout << distinct.size() << " objects (" << list.objects_size()
+            << " copies) in shared-memory stores, " << total
+            << " bytes in primary copies (small objects live in their owners' processes and are "
+               "not listed)\n";
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness.h"
@@ -195,6 +196,25 @@ TEST_F(MultiNodeTest, DriversOnDifferentNodesShareTheCluster) {
   EXPECT_NE(bad.output.find("no node 00000000000000ff"), std::string::npos) << bad.output;
 }
 
+TEST_F(MultiNodeTest, ObjectsMoveBetweenNodesAndTheirCopiesGoWithThem) {
+  auto zones = Nodes();
+  // The driver on node a; tasks on b and c.
+  auto r =
+      RunCommand(Driver("objects", "RAIO_NODE_ID=" + zones["a"] + " B_NODE=" + zones["b"] +
+                                       " C_NODE=" + zones["c"] + " RAIO_CLI=" + RAIO_CLI_PATH));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("driver->b ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("b->driver ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("borrowed on c ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("arg only on b, run on c ok"), std::string::npos) << r.output;
+  // Held: the put (primary on a, copy on b), b's result (primary on b, copies on a and
+  // c): at least those five copies, on all three nodes.
+  EXPECT_NE(r.output.find("nodes holding copies 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("secondary copies yes"), std::string::npos) << r.output;
+  // Freed: every copy on every node went.
+  EXPECT_NE(r.output.find("after free 0"), std::string::npos) << r.output;
+}
+
 // ---- scenarios (drivers) ----
 
 int ScenarioSpill() {
@@ -285,6 +305,69 @@ int ScenarioWhere() {
   return 0;
 }
 
+// `raio list objects --json` of the cluster the driver is attached to.
+json ListObjects() {
+  std::string cmd = std::string(std::getenv("RAIO_CLI")) + " list objects --json --address " +
+                    std::getenv("RAIO_ADDRESS");
+  auto r = RunCommand(cmd, false);
+  return json::parse(r.output, nullptr, false);
+}
+
+int ScenarioObjects() {
+  raio::Init();
+  std::string b = std::getenv("B_NODE"), c = std::getenv("C_NODE");
+  auto on = [](const std::string& node) { return raio::SchedulingStrategy::NodeAffinity(node); };
+  const int64_t kSize = 24 << 20;
+  {
+    // The driver's object, read by a task on node b: b pulls it.
+    std::vector<uint8_t> local = MakeBytes(kSize, 3);
+    const uint64_t want = ChecksumBytes(local.data(), local.size());
+    auto put = raio::Put(local);
+    auto got = raio::Task(Checksum).SetSchedulingStrategy(on(b)).Remote(put).Get(120s);
+    std::cout << "driver->b " << (got == want ? "ok" : "WRONG") << std::endl;
+    // A task on b makes one: the driver's Get pulls it from b.
+    auto made = raio::Task(MakeBytes).SetSchedulingStrategy(on(b)).Remote(kSize, 5);
+    std::vector<uint8_t> bytes = made.Get(120s);
+    std::vector<uint8_t> expect = MakeBytes(kSize, 5);
+    std::cout << "b->driver " << (bytes == expect ? "ok" : "WRONG") << std::endl;
+    // Borrowed inside a vector: the task on c reads it with its own Get.
+    uint64_t sum = raio::Task(ChecksumAll)
+                       .SetSchedulingStrategy(on(c))
+                       .Remote(std::vector<BytesRef>{made})
+                       .Get(120s);
+    const uint64_t expect_sum = ChecksumBytes(expect.data(), expect.size());
+    std::cout << "borrowed on c " << (sum == expect_sum ? "ok" : "WRONG") << std::endl;
+    // An argument that lives only on b (made there, never read elsewhere), run on c.
+    auto only_b = raio::Task(MakeBytes).SetSchedulingStrategy(on(b)).Remote(kSize, 9);
+    raio::Wait(std::vector<BytesRef>{only_b}, 1, 120s);
+    std::vector<uint8_t> nine = MakeBytes(kSize, 9);
+    auto on_c = raio::Task(Checksum).SetSchedulingStrategy(on(c)).Remote(only_b).Get(120s);
+    std::cout << "arg only on b, run on c "
+              << (on_c == ChecksumBytes(nine.data(), nine.size()) ? "ok" : "WRONG") << std::endl;
+    json held = ListObjects();
+    std::set<std::string> nodes;
+    bool secondary = false;
+    for (const auto& o : held.value("objects", json::array())) {
+      nodes.insert(o.value("node_id", ""));
+      secondary = secondary || o.value("secondary", false);
+    }
+    std::cout << "nodes holding copies " << nodes.size() << std::endl;
+    if (std::getenv("RAIO_TEST_VERBOSE")) std::cout << held.dump() << std::endl;
+    std::cout << "secondary copies " << (secondary ? "yes" : "no") << std::endl;
+  }
+  // Every ref is gone: the owner deletes each copy on every node.
+  std::size_t left = 0;
+  for (int i = 0; i < 100; ++i) {
+    left = ListObjects().value("objects", json::array()).size();
+    if (left == 0) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  std::cout << "after free " << left << std::endl;
+  if (left != 0) std::cout << ListObjects().dump() << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -298,6 +381,7 @@ int main(int argc, char** argv) {
       if (s == "placement") return ScenarioPlacement();
       if (s == "late") return ScenarioLate();
       if (s == "where") return ScenarioWhere();
+      if (s == "objects") return ScenarioObjects();
       std::cerr << "unknown scenario " << s << "\n";
       return 64;
     } catch (const std::exception& e) {

@@ -230,7 +230,7 @@ TEST_F(StandaloneTest, ObjectsAreListedAndFreedWhenTheirOwnerDies) {
   auto text = RunCommand(std::string(RAIO_CLI_PATH) + " status");
   EXPECT_NE(text.output.find("Object store: 2 objects"), std::string::npos) << text.output;
   auto listing = RunCommand(std::string(RAIO_CLI_PATH) + " list objects");
-  EXPECT_NE(listing.output.find("2 objects in shared-memory stores"), std::string::npos)
+  EXPECT_NE(listing.output.find("2 objects (2 copies) in shared-memory stores"), std::string::npos)
       << listing.output;
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);

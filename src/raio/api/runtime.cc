@@ -164,7 +164,8 @@ JobId WorkerJobId() {
     std::lock_guard<std::mutex> lock(g_mu);
     g_core = std::make_shared<worker::CoreWorker>(
         worker::CoreWorker::Options{id, /*is_driver=*/false, r.node_id(), session,
-                                    WorkerNamespace(), WorkerJobId(), nullptr, node_ip},
+                                    WorkerNamespace(), WorkerJobId(), nullptr, node_ip,
+                                    r.node_address()},
         *loop, node, std::move(*store));
     executor->set_store(&g_core->store());
     executor->set_core(g_core.get());
@@ -303,10 +304,10 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
         absl::StrCat("cannot map the node's object store: ", store.status().message()));
   }
   rt.core = std::make_shared<worker::CoreWorker>(
-      worker::CoreWorker::Options{driver_id, /*is_driver=*/true, dr.node_id(), dr.socket_dir(),
-                                  ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns, jr.job_id(),
-                                  nullptr,
-                                  node_address.ip().empty() ? "127.0.0.1" : node_address.ip()},
+      worker::CoreWorker::Options{
+          driver_id, /*is_driver=*/true, dr.node_id(), dr.socket_dir(),
+          ns.empty() ? absl::StrCat("job-", jr.job_id()) : ns, jr.job_id(), nullptr,
+          node_address.ip().empty() ? "127.0.0.1" : node_address.ip(), dr.node_address()},
       *rt.loop, rt.node, std::move(*store));
   if (absl::Status s = rt.core->StartOwnerService(); !s.ok()) {
     throw ClusterUnavailableError(absl::StrCat("cannot start the owner service: ", s.message()));

@@ -88,6 +88,11 @@ absl::Status NodeManager::Start() {
                                  config::object_store_prefault_bytes());
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
+  store_->set_node_id(id_.Hex());
+  ObjectManager::Options om;
+  // Always TCP: the sources are other nodes (never this one's Unix socket).
+  om.connection_factory = rpc::MakeSocketConnectionFactory("", config::connect_timeout_ms());
+  object_manager_ = std::make_unique<ObjectManager>(loop_.io(), *store_, std::move(om));
   RegisterHandlers();
   // Every local driver and worker receives the store's memory on connecting: it has no
   // name to open (see ShmRegion).
@@ -165,6 +170,7 @@ void NodeManager::Stop() {
     if (reap_timer_) reap_timer_->cancel();
     if (memory_timer_) memory_timer_->cancel();
     if (report_timer_) report_timer_->cancel();
+    if (object_manager_) object_manager_->Stop();
     if (listener_) listener_->Stop();
     if (tcp_listener_) tcp_listener_->Stop();
     pool_.KillAll();
@@ -182,7 +188,8 @@ void NodeManager::Stop() {
   reap_timer_.reset();
   memory_timer_.reset();
   report_timer_.reset();
-  store_.reset();  // unmaps and closes the shared memory, removes spill files
+  object_manager_.reset();  // stopped on the loop above (or never started)
+  store_.reset();           // unmaps and closes the shared memory, removes spill files
 }
 
 void NodeManager::ArmReapTimer() {
@@ -402,6 +409,11 @@ void NodeManager::RegisterHandlers() {
       [this](const rpc::Responder<proto::REGISTER_WORKER>& r, proto::RegisterWorkerRequest& req) {
         HandleRegisterWorker(r.conn(), r.header(), req);
       });
+  object_manager_->RegisterHandlers(service_);
+  service_.Handle<proto::PULL_OBJECTS>(
+      [this](const rpc::Responder<proto::PULL_OBJECTS>& r, proto::PullObjectsRequest& req) {
+        HandlePullObjects(r.conn(), r.header(), req);
+      });
   service_.Handle<proto::REQUEST_WORKER_LEASE>(
       [this](const rpc::Responder<proto::REQUEST_WORKER_LEASE>& r,
              proto::RequestWorkerLeaseRequest& req) {
@@ -482,6 +494,7 @@ void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHead
   reply.set_node_id(id_.Hex());
   reply.set_object_store_bytes(store_->capacity_bytes());
   reply.set_socket_dir(options_.session_dir);
+  *reply.mutable_node_address() = remote_address();
   conn->Reply(h, reply);
   // Prestart one worker so that the first task does not wait for a process start.
   if (!config::prestart_worker()) return;
@@ -498,6 +511,12 @@ proto::Address NodeManager::address() const {
   a.set_port(port());
   a.set_node_id(id_.Binary());
   a.set_unix_socket(socket_path_);
+  return a;
+}
+
+proto::Address NodeManager::remote_address() const {
+  proto::Address a = address();
+  a.clear_unix_socket();
   return a;
 }
 
@@ -520,6 +539,7 @@ void NodeManager::HandleRegisterWorker(const ConnPtr& conn, const rpc::FrameHead
   proto::RegisterWorkerReply reply;
   reply.set_node_id(id_.Hex());
   reply.set_object_store_bytes(store_->capacity_bytes());
+  *reply.mutable_node_address() = remote_address();
   conn->Reply(h, reply);
   ScheduleLeases();
 }

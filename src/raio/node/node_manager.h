@@ -47,6 +47,7 @@
 #include "raio/node.pb.h"
 #include "raio/node/actor_manager.h"
 #include "raio/node/memory_monitor.h"
+#include "raio/node/object_manager/object_manager.h"
 #include "raio/node/object_store_service.h"
 #include "raio/node/scheduler/cluster_scheduler.h"
 #include "raio/node/scheduler/local_resource_manager.h"
@@ -93,6 +94,8 @@ class NodeManager {
   // Where the node is reached: its TCP endpoint (node_ip:port) and, for processes on
   // this host, its Unix socket.
   proto::Address address() const;
+  // The TCP endpoint alone, as processes on other hosts are told (object locations).
+  proto::Address remote_address() const;
   int port() const;
 
  private:
@@ -146,6 +149,10 @@ class NodeManager {
   void ArmReportTimer();
   void ReportResources();
   void HandleReturnLease(const LeaseId& id, bool cancel);
+  // PULL_OBJECTS: pulls the objects this node lacks (ObjectManager), replies when all are
+  // here or with the first failure.
+  void HandlePullObjects(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
+                         proto::PullObjectsRequest& req);
   void HandleBlocked(const std::shared_ptr<rpc::Connection>& conn, bool blocked);
   proto::NodeStats BuildStats() const;
 
@@ -191,6 +198,8 @@ class NodeManager {
 
   // Loop thread only.
   std::unique_ptr<ObjectStoreService> store_;
+  // Copies objects from other nodes into store_ and serves this node's to them.
+  std::unique_ptr<ObjectManager> object_manager_;
   // The node's methods, the store's and the actors' (loop thread).
   rpc::Service service_{"node"};
   ClientId next_client_id_ = 1;

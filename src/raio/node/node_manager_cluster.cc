@@ -247,4 +247,45 @@ void NodeManager::ReportResources() {
   if (head_ && !head_->closed()) rpc::Notify<proto::REPORT_RESOURCES>(*head_, report);
 }
 
+void NodeManager::HandlePullObjects(const ConnPtr& conn, const rpc::FrameHeader& h,
+                                    proto::PullObjectsRequest& req) {
+  struct State {
+    int left = 0;
+    absl::Status first;
+  };
+  auto state = std::make_shared<State>();
+  state->left = req.objects_size();
+  if (state->left == 0) return conn->Reply(h, proto::Empty());
+  auto finish = [conn, h, state](const absl::Status& s) {
+    if (!s.ok() && state->first.ok()) state->first = s;
+    if (--state->left > 0) return;
+    state->first.ok() ? conn->Reply(h, proto::Empty()) : conn->ReplyError(h, state->first);
+  };
+  for (proto::PullObject& o : *req.mutable_objects()) {
+    if (o.object_id().size() != ObjectId::kSize) {
+      finish(absl::InvalidArgumentError(absl::StrCat("PULL_OBJECTS: an object id has ",
+                                                     o.object_id().size(), " bytes, not ",
+                                                     ObjectId::kSize)));
+      continue;
+    }
+    ObjectId id = ObjectId::FromBinary(o.object_id());
+    if (store_->HasSealed(id)) {
+      finish(absl::OkStatus());
+      continue;
+    }
+    std::vector<proto::Address> sources;
+    for (proto::Address& a : *o.mutable_sources()) {
+      if (a.node_id() == id_.Binary() || a.ip().empty() || a.port() <= 0) continue;
+      a.clear_unix_socket();
+      sources.push_back(std::move(a));
+    }
+    if (sources.empty()) {
+      finish(absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is not on node ", id_.Hex(),
+                                              " and no other node is known to hold a copy")));
+      continue;
+    }
+    object_manager_->Pull(id, std::move(sources), finish);
+  }
+}
+
 }  // namespace raio::node

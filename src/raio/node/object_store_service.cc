@@ -316,6 +316,8 @@ proto::ObjectList ObjectStoreService::List() const {
     o->set_size_bytes(info.size);
     o->set_state(ObjectStateName(info.state));
     o->set_pins(info.num_pins);
+    o->set_node_id(node_id_hex_);
+    o->set_secondary(info.kind == CopyKind::kSecondary);
   }
   return list;
 }

@@ -91,6 +91,8 @@ class ObjectStoreService {
   int shm_fd() const { return store_->shm_fd(); }
   uint64_t capacity_bytes() const { return store_->region().size(); }
   void FillStats(proto::ObjectStoreStats* stats) const;
+  // The node's id (hex), put into List()'s entries.
+  void set_node_id(std::string hex) { node_id_hex_ = std::move(hex); }
   proto::ObjectList List() const;
 
  private:
@@ -131,6 +133,7 @@ class ObjectStoreService {
   bool TryCreate(PendingCreate& p, bool final);
 
   std::unique_ptr<ObjectStore> store_;
+  std::string node_id_hex_;
   std::map<WorkerId, std::set<ObjectId>> owned_;
   std::map<ObjectId, WorkerId> owner_of_;
   // Objects deleted because their owner died, with that owner, the latest

@@ -79,10 +79,12 @@ inline std::optional<std::chrono::milliseconds> DefaultDeadline(const MethodInfo
   X(LIST_OBJECTS, Empty, ObjectList, kUnary, true, kControl)                                    \
   /* object transfer (node -> node) */                                                          \
   X(READ_OBJECT_CHUNK, ReadObjectChunkRequest, ReadObjectChunkReply, kUnary, true, kControl)    \
+  X(PULL_OBJECTS, PullObjectsRequest, Empty, kUnary, true, kWaits)                              \
   /* owner service (every driver and worker) */                                                 \
   X(ADD_BORROWER, BorrowerRequest, Empty, kUnary, false, kControl)                              \
   X(REMOVE_BORROWER, BorrowerRequest, Empty, kOneWay, false, kControl)                          \
   X(GET_OBJECT, GetObjectRequest, GetObjectReply, kUnary, true, kWaits)                         \
+  X(ADD_OBJECT_LOCATION, ObjectLocationNotice, Empty, kOneWay, true, kControl)                  \
   /* actors (node) */                                                                           \
   X(CREATE_ACTOR, CreateActorRequest, ActorInfo, kUnary, false, kControl)                       \
   X(WAIT_ACTOR, WaitActorRequest, ActorInfo, kUnary, true, kWaits)                              \

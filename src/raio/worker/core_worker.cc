@@ -248,6 +248,7 @@ ObjectId CoreWorker::Put(internal::ValueFormat format, internal::DType dtype, co
     OutboxLock lock(&mu_, &outbox_);
     objects_.Create(id, /*local_refs=*/1);
     objects_.SetInStore(id);
+    if (options_.node_address.port() > 0) AddLocation(*objects_.Find(id), options_.node_address);
     for (const auto& c : contained) objects_.AddLocalRef(c);
     objects_.SetContained(id, std::move(contained));
     return id;
@@ -299,6 +300,9 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
                                                         timeout.value_or(config::get_spin_us()));
   bool blocked = false;
   std::string owner_address;  // set when reading a borrowed object
+  // In-store objects: where copies are, when the store of this node may lack one.
+  google::protobuf::RepeatedPtrField<proto::Address> locations;
+  bool remote_copies = false;
   {
     OutboxLock lock(&mu_, &outbox_);
     while (true) {
@@ -313,6 +317,10 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
         if (e->error) ThrowError(*e->error, id);
         if (!e->in_store) return e->value;
         if (e->borrowed) owner_address = e->owner_address;
+        for (const auto& a : e->locations) {
+          if (a.node_id() != options_.node_address.node_id()) remote_copies = true;
+        }
+        if (remote_copies) locations.Add(e->locations.begin(), e->locations.end());
         break;  // read from the store below, without holding mu_
       }
       if (e->borrowed) {
@@ -337,8 +345,34 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
     }
   }
   // The caller holds a reference, so the owner (this process) keeps the object alive
-  // while it is pinned and read.
+  // while it is pinned and read. A copy on another node is pulled here first (or when
+  // this node's copy, a secondary one, was evicted meanwhile).
+  auto pull = [&] {
+    proto::PullObjectsRequest req;
+    proto::PullObject* o = req.add_objects();
+    o->set_object_id(id.Binary());
+    *o->mutable_sources() = locations;
+    absl::Status s = PullAndReport(req, {owner_address});
+    if (s.ok()) return;
+    if (s.code() == absl::StatusCode::kResourceExhausted) {
+      throw ObjectStoreFullError(std::string(s.message()));
+    }
+    throw ObjectLostError(
+        absl::StrCat("object ", id.Hex(), ", owned by ",
+                     owner_address.empty() ? "this process" : DescribeOwner(owner_address),
+                     ", could not be fetched from any node holding a copy: ", s.message()));
+  };
+  bool pulled = false;
+  if (remote_copies && NeedsPull(locations)) {
+    pull();
+    pulled = true;
+  }
   auto view = store_->Get(id);
+  if (!view.ok() && view.status().code() == absl::StatusCode::kNotFound && remote_copies &&
+      !pulled) {
+    pull();
+    view = store_->Get(id);
+  }
   if (!view.ok()) {
     if (view.status().code() == absl::StatusCode::kResourceExhausted) {
       throw ObjectStoreFullError(std::string(view.status().message()));

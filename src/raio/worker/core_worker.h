@@ -54,6 +54,9 @@ class CoreWorker {
     // The node's IP: the owner service also listens on TCP there (port chosen by the
     // system), for borrowers and workers on other hosts.
     std::string node_ip = "127.0.0.1";
+    // The node's TCP endpoint (its registration reply's node_address): where this
+    // process's objects in the store are listed as being, for readers on other nodes.
+    proto::Address node_address;
   };
 
   // `loop` must outlive the CoreWorker; `node` is a started connection on that loop;
@@ -102,6 +105,16 @@ class CoreWorker {
                          std::optional<std::chrono::microseconds> timeout);
   void AddLocalReference(const ObjectId& id);
   void RemoveLocalReference(const ObjectId& id);
+
+  // --- Objects on other nodes ---
+  // Whether a reader on this node must pull an in-store object listed at `locations`
+  // first: none of them is this node (an empty list: the object was put here).
+  bool NeedsPull(const google::protobuf::RepeatedPtrField<proto::Address>& locations) const;
+  // Pulls `request`'s objects into this node's store (blocking; StoreClient::Pull), then
+  // tells each object's owner (`owners[i]`, ObjectRef encoding, for the i-th object) that
+  // this node holds a copy. Errors: StoreClient::Pull's.
+  absl::Status PullAndReport(const proto::PullObjectsRequest& request,
+                             const std::vector<std::string>& owners);
 
   // The node connection closed: fail everything pending; later calls throw.
   void OnNodeLost(const std::string& why);
@@ -155,6 +168,10 @@ class CoreWorker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "worker W on node N at ..." for an owner address as ObjectEntry keeps it.
   static std::string DescribeOwner(const std::string& encoded_address);
+  // ADD_OBJECT_LOCATION: node `node` holds a copy of owned object `id`; a copy of an
+  // object freed already is deleted there.
+  void AddObjectLocationLocked(const ObjectId& id, const proto::Address& node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fills owner_service_'s table (constructor).
   void RegisterOwnerServiceHandlers();
   // ADD_BORROWER: `req.borrower_worker_id` now holds references to an object owned here.

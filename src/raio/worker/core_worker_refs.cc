@@ -66,6 +66,10 @@ absl::Status CoreWorker::StartOwnerService() {
   proto::Address routable = caller_address_;
   routable.clear_unix_socket();
   owner_address_ = routable.SerializeAsString();
+  {
+    OutboxLock lock(&mu_, &outbox_);
+    resolver_.set_owner_address(owner_address_);
+  }
   submitter_.SetCallerAddress(caller_address_);
   auto l = rpc::Listener::ListenUnix(loop_.io(), path, std::move(on_accept));
   if (!l.ok()) return l.status();
@@ -111,6 +115,66 @@ void CoreWorker::RegisterOwnerServiceHandlers() {
         e->remote_getters.emplace_back(r.conn(), r.header());
         if (e->ready) OnObjectReady(id, *e);
       });
+  owner_service_.Handle<proto::ADD_OBJECT_LOCATION>(
+      [this](const rpc::Responder<proto::ADD_OBJECT_LOCATION>&,
+             const proto::ObjectLocationNotice& notice) {
+        if (notice.object_id().size() != ObjectId::kSize || notice.node().port() <= 0) return;
+        OutboxLock lock(&mu_, &outbox_);
+        if (shut_down_) return;
+        AddObjectLocationLocked(ObjectId::FromBinary(notice.object_id()), notice.node());
+      });
+}
+
+void CoreWorker::AddObjectLocationLocked(const ObjectId& id, const proto::Address& node) {
+  ObjectEntry* e = objects_.Find(id);
+  if (e != nullptr && !e->borrowed) {
+    AddLocation(*e, node);
+    return;
+  }
+  // Freed before the copy was reported: it has no other way to go.
+  auto req = std::make_shared<proto::ObjectIdRequest>();
+  req->set_object_id(id.Binary());
+  outbox_.Run([this, node, req] {
+    if (auto conn = pool_.Get(node); conn.ok()) (*conn)->SendOneWay(proto::DELETE_OBJECT, *req);
+  });
+}
+
+bool CoreWorker::NeedsPull(
+    const google::protobuf::RepeatedPtrField<proto::Address>& locations) const {
+  if (locations.empty()) return false;
+  for (const auto& a : locations) {
+    if (a.node_id() == options_.node_address.node_id()) return false;
+  }
+  return true;
+}
+
+absl::Status CoreWorker::PullAndReport(const proto::PullObjectsRequest& request,
+                                       const std::vector<std::string>& owners) {
+  absl::Status s = store_->Pull(request);
+  if (!s.ok()) return s;
+  OutboxLock lock(&mu_, &outbox_);
+  if (shut_down_) return absl::OkStatus();
+  for (int i = 0; i < request.objects_size(); ++i) {
+    ObjectId id = ObjectId::FromBinary(request.objects(i).object_id());
+    const std::string& owner = i < static_cast<int>(owners.size()) ? owners[i] : owner_address_;
+    if (owner.empty() || owner == owner_address_) {
+      AddObjectLocationLocked(id, options_.node_address);
+      continue;
+    }
+    // A reader's own entry lists this node now: its next Get reads in place.
+    if (ObjectEntry* e = objects_.Find(id); e != nullptr && e->borrowed) {
+      AddLocation(*e, options_.node_address);
+    }
+    auto notice = std::make_shared<proto::ObjectLocationNotice>();
+    notice->set_object_id(id.Binary());
+    *notice->mutable_node() = options_.node_address;
+    outbox_.Run([this, owner = rpc::ParseAddress(owner), notice] {
+      if (auto conn = pool_.Get(owner); conn.ok()) {
+        (*conn)->SendOneWay(proto::ADD_OBJECT_LOCATION, *notice);
+      }
+    });
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CoreWorker::AddBorrowerLocked(rpc::Connection& conn,
@@ -152,6 +216,7 @@ void CoreWorker::OnObjectReady(const ObjectId& id, ObjectEntry& e) {
     *reply.mutable_error() = *e.error;
   } else if (e.in_store) {
     reply.set_in_store(true);
+    for (const auto& a : e.locations) *reply.add_locations() = a;
   } else {
     reply.set_value(std::string(e.value.bytes));
     reply.set_format(static_cast<uint32_t>(e.value.format));
@@ -180,8 +245,21 @@ void CoreWorker::OnObjectFreed(const ObjectId& id, ObjectEntry& e) {
     }
     return;
   }
-  outbox_.Run([this, id, in_store = e.in_store, getters = std::move(e.remote_getters)] {
+  // Copies on other nodes go with it (the primary, when a worker there made it).
+  std::vector<proto::Address> remote;
+  for (auto& a : e.locations) {
+    if (a.node_id() != options_.node_address.node_id()) remote.push_back(std::move(a));
+  }
+  outbox_.Run([this, id, in_store = e.in_store, getters = std::move(e.remote_getters),
+               remote = std::move(remote)] {
     if (in_store) store_->Delete(id);
+    if (!remote.empty()) {
+      proto::ObjectIdRequest req;
+      req.set_object_id(id.Binary());
+      for (const auto& node : remote) {
+        if (auto conn = pool_.Get(node); conn.ok()) (*conn)->SendOneWay(proto::DELETE_OBJECT, req);
+      }
+    }
     for (const auto& [conn, header] : getters) {
       conn->ReplyError(header, absl::NotFoundError("object freed"));
     }
@@ -228,6 +306,8 @@ void CoreWorker::FetchBorrowedLocked(const ObjectId& id, ObjectEntry& e) {
             // Borrowed: the owner deletes it from the store, not us.
             ObjectEntry* e = objects_.Find(id);
             if (e == nullptr) return;
+            e->locations.assign(std::make_move_iterator(reply.mutable_locations()->begin()),
+                                std::make_move_iterator(reply.mutable_locations()->end()));
             ready = objects_.SetInStore(id);
           } else {
             auto bytes = std::make_shared<const std::string>(std::move(*reply.mutable_value()));

@@ -73,6 +73,11 @@ void DependencyResolver::Finish(Pending p) {
     if (e->in_store) {
       arg->set_object_id(id.Binary());
       arg->set_in_store(true);
+      // A worker on another node pulls it from these, and tells its owner.
+      if (!e->locations.empty()) {
+        arg->mutable_locations()->Add(e->locations.begin(), e->locations.end());
+        arg->set_owner_address(e->borrowed ? e->owner_address : owner_address_);
+      }
     } else {
       arg->set_value(std::string(e->value.bytes));
       arg->set_format(static_cast<uint32_t>(e->value.format));

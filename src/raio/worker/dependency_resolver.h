@@ -51,6 +51,9 @@ class DependencyResolver {
   using Done = std::function<void(ResolvedArgs)>;
 
   explicit DependencyResolver(ObjectTable& objects) : objects_(objects) {}
+  // This process's owner address (ObjectRef encoding), put beside in-store arguments it
+  // owns so that a worker that pulls one can say so.
+  void set_owner_address(std::string encoded) { owner_address_ = std::move(encoded); }
 
   // Resolves `ref_args` of call `task` (named `function_name` in errors) and calls `done`
   // exactly once, unless Cancel comes first. `task` must not be pending already.
@@ -76,6 +79,8 @@ class DependencyResolver {
   };
   // Fills the arguments of a call whose objects are all ready, and calls its `done`.
   void Finish(Pending pending);
+
+  std::string owner_address_;
 
   ObjectTable& objects_;
   std::unordered_map<TaskId, Pending, TaskId::Hasher> pending_;

@@ -30,8 +30,12 @@ namespace raio::worker {
 
 struct ObjectEntry {
   bool ready = false;
-  internal::ValueView value;                      // ready with an inline value
-  bool in_store = false;                          // ready, value in the node's object store
+  internal::ValueView value;  // ready with an inline value
+  bool in_store = false;      // ready, value in the node's object store
+  // in_store: the nodes (TCP endpoints) known to hold a copy, the primary first. An
+  // owner's list grows as readers pull copies (ADD_OBJECT_LOCATION); a borrower's is what
+  // the owner said.
+  std::vector<proto::Address> locations;
   std::shared_ptr<const proto::ErrorInfo> error;  // ready with an error
   int local_refs = 0;
   int task_arg_refs = 0;
@@ -58,6 +62,15 @@ struct ObjectEntry {
   };
   std::map<std::pair<WorkerId, ObjectId>, OnBehalf> on_behalf;
 };
+
+// Adds node `node` to `e`'s locations unless listed (by node id); false when it was.
+inline bool AddLocation(ObjectEntry& e, const proto::Address& node) {
+  for (const auto& a : e.locations) {
+    if (a.node_id() == node.node_id()) return false;
+  }
+  e.locations.push_back(node);
+  return true;
+}
 
 class ObjectTable {
  public:

@@ -122,6 +122,10 @@ absl::StatusOr<internal::ValueView> StoreClient::Get(const ObjectId& id) {
   return ViewPinned(id, loc.offset(), loc.size_bytes());
 }
 
+absl::Status StoreClient::Pull(const proto::PullObjectsRequest& request) {
+  return rpc::CallSync(*node_, proto::PULL_OBJECTS, request, std::nullopt).status();
+}
+
 absl::StatusOr<std::vector<internal::ValueView>> StoreClient::GetAll(
     const std::vector<ObjectId>& ids) {
   proto::PinObjectsRequest pin;

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "raio/common/ids.h"
 #include "raio/common/unique_fd.h"
+#include "raio/node.pb.h"
 #include "raio/rpc/connection.h"
 #include "raio/serialization.h"
 
@@ -60,6 +61,14 @@ class StoreClient {
   absl::StatusOr<std::vector<internal::ValueView>> GetAll(const std::vector<ObjectId>& ids);
   // Tells the node the owner freed the object (one-way).
   void Delete(const ObjectId& id);
+  // Makes the objects of `request` readable in this node's store (PULL_OBJECTS): the node
+  // copies each one it lacks from one of its sources (other nodes holding a copy; see
+  // node/object_manager). Blocks until all are here, without a deadline (a transfer takes
+  // what its size takes; a source that dies fails over to the next). Errors: NotFound or
+  // Unavailable (no source could deliver it; the message names the object and each
+  // source's failure), ResourceExhausted (larger than this node's store), Unavailable
+  // (the node is gone).
+  absl::Status Pull(const proto::PullObjectsRequest& request);
 
   ~StoreClient();
 

@@ -203,6 +203,32 @@ std::vector<ObjectId> TaskExecutor::CollectStoreIds(
   return ids;
 }
 
+absl::Status TaskExecutor::PullRemoteArgs(
+    const google::protobuf::RepeatedPtrField<proto::TaskArg>& args) {
+  if (core_ == nullptr) return absl::OkStatus();
+  proto::PullObjectsRequest pulls;
+  std::vector<std::string> owners;
+  auto add = [&](const proto::TaskArg& arg) {
+    if (!arg.in_store() || !core_->NeedsPull(arg.locations())) return;
+    proto::PullObject* o = pulls.add_objects();
+    o->set_object_id(arg.object_id());
+    *o->mutable_sources() = arg.locations();
+    owners.push_back(arg.owner_address());
+  };
+  for (const auto& arg : args) {
+    if (arg.kind_case() == proto::TaskArg::kList) {
+      for (const auto& e : arg.list().elements()) add(e);
+    } else {
+      add(arg);
+    }
+  }
+  if (pulls.objects_size() == 0) return absl::OkStatus();
+  absl::Status s = core_->PullAndReport(pulls, owners);
+  if (s.ok() || s.code() == absl::StatusCode::kResourceExhausted) return s;
+  return absl::Status(s.code(), absl::StrCat("an argument could not be fetched to node ",
+                                             node_id_hex_, ": ", s.message()));
+}
+
 absl::StatusOr<internal::ValueView> TaskExecutor::ResolveArg(
     const proto::TaskArg& arg, std::deque<internal::ValueView>* pinned) {
   if (arg.kind_case() == proto::TaskArg::kList) {
@@ -283,6 +309,7 @@ absl::Status TaskExecutor::StoreResult(const proto::TaskSpec& spec, internal::En
         return s;
       }
       ret->set_in_store(true);
+      if (core_ != nullptr) *reply->mutable_stored_at() = core_->options().node_address;
     }
     return absl::OkStatus();
   }
@@ -298,6 +325,7 @@ absl::Status TaskExecutor::StoreResult(const proto::TaskSpec& spec, internal::En
   // A retry after a worker died may find the first attempt's sealed result: use it.
   if (!s.ok() && s.code() != absl::StatusCode::kAlreadyExists) return s;
   reply->set_in_store(true);
+  if (core_ != nullptr) *reply->mutable_stored_at() = core_->options().node_address;
   return absl::OkStatus();
 }
 
@@ -326,7 +354,9 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
     std::deque<internal::ValueView> pinned;
     absl::Status pin_status;
     if (std::vector<ObjectId> ids = CollectStoreIds(spec.args()); !ids.empty() && store_) {
-      auto views = store_->GetAll(ids);
+      pin_status = PullRemoteArgs(spec.args());
+      auto views = pin_status.ok() ? store_->GetAll(ids)
+                                   : absl::StatusOr<std::vector<internal::ValueView>>(pin_status);
       if (views.ok()) {
         pinned.assign(std::make_move_iterator(views->begin()),
                       std::make_move_iterator(views->end()));

@@ -87,6 +87,9 @@ class TaskExecutor {
   absl::StatusOr<internal::ValueView> ResolveArg(const proto::TaskArg& arg,
                                                  std::deque<internal::ValueView>* pinned = nullptr);
   // The in-store objects among `args`, in argument order (lists' elements in place).
+  // Pulls the in-store arguments that are on other nodes only into this node's store
+  // (CoreWorker::PullAndReport). OK when there are none.
+  absl::Status PullRemoteArgs(const google::protobuf::RepeatedPtrField<proto::TaskArg>& args);
   static std::vector<ObjectId> CollectStoreIds(
       const google::protobuf::RepeatedPtrField<proto::TaskArg>& args);
   // Stores a result: inline in `reply`, or in the store under the return id.

@@ -428,6 +428,10 @@ void TaskSubmitter::FinishFromReply(const ObjectId& id, proto::PushTaskReply& r,
                     std::string* value,
                     std::vector<ObjectId> contained) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (in_store) {
+      // Where the worker stored it, before readers waiting for it look.
+      if (ObjectEntry* e = objects_.Find(oid); e != nullptr && r.has_stored_at()) {
+        AddLocation(*e, r.stored_at());
+      }
       FinishObject(oid, {}, true, nullptr);
     } else {
       auto bytes = std::make_shared<const std::string>(std::move(*value));
