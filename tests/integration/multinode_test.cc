@@ -5,6 +5,7 @@
 // driver attaches to the node it names. Drivers are this binary in a scenario mode.
 #include <gtest/gtest.h>
 #include <raio/raio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -207,12 +208,25 @@ TEST_F(MultiNodeTest, ObjectsMoveBetweenNodesAndTheirCopiesGoWithThem) {
   EXPECT_NE(r.output.find("b->driver ok"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("borrowed on c ok"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("arg only on b, run on c ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("locality " + zones["b"]), std::string::npos) << r.output;
   // Held: the put (primary on a, copy on b), b's result (primary on b, copies on a and
   // c): at least those five copies, on all three nodes.
   EXPECT_NE(r.output.find("nodes holding copies 3"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("secondary copies yes"), std::string::npos) << r.output;
   // Freed: every copy on every node went.
   EXPECT_NE(r.output.find("after free 0"), std::string::npos) << r.output;
+}
+
+TEST_F(MultiNodeTest, AnObjectWhoseOnlyNodeIsGoneIsLostNamingItsOwner) {
+  std::string e = AddNode("--num-cpus 1 --labels '{\"zone\": \"e\"}'");
+  ASSERT_EQ(e.size(), 16u);
+  auto zones = Nodes();
+  auto r = RunCommand(Driver("lost", "RAIO_NODE_ID=" + zones["a"] + " E_NODE=" + e));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("made on e"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ObjectLostError"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("could not be fetched"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("owned by this process"), std::string::npos) << r.output;
 }
 
 // ---- scenarios (drivers) ----
@@ -305,6 +319,11 @@ int ScenarioWhere() {
   return 0;
 }
 
+// The node a task with this (large) argument ran on.
+std::string NodeOfBytes(std::vector<uint8_t> bytes) {
+  return bytes.empty() ? "" : raio::GetNodeId();
+}
+
 // `raio list objects --json` of the cluster the driver is attached to.
 json ListObjects() {
   std::string cmd = std::string(std::getenv("RAIO_CLI")) + " list objects --json --address " +
@@ -344,6 +363,8 @@ int ScenarioObjects() {
     auto on_c = raio::Task(Checksum).SetSchedulingStrategy(on(c)).Remote(only_b).Get(120s);
     std::cout << "arg only on b, run on c "
               << (on_c == ChecksumBytes(nine.data(), nine.size()) ? "ok" : "WRONG") << std::endl;
+    // Locality: a DEFAULT task whose large argument is on b runs on b.
+    std::cout << "locality " << raio::Task(NodeOfBytes).Remote(only_b).Get(120s) << std::endl;
     json held = ListObjects();
     std::set<std::string> nodes;
     bool secondary = false;
@@ -368,7 +389,38 @@ int ScenarioObjects() {
   return 0;
 }
 
+// Makes an object on node E_NODE, SIGKILLs that node's daemon (found by its record in
+// $TMPDIR/raio/nodes), then reads the object.
+int ScenarioLost() {
+  raio::Init();
+  std::string e = std::getenv("E_NODE");
+  auto made = raio::Task(MakeBytes)
+                  .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(e))
+                  .Remote(int64_t{4} << 20, 1);
+  raio::Wait(std::vector<BytesRef>{made}, 1, 120s);
+  std::cout << "made on e" << std::endl;
+  std::filesystem::path records = std::filesystem::temp_directory_path() / "raio" / "nodes";
+  for (const auto& f : std::filesystem::directory_iterator(records)) {
+    std::ifstream in(f.path());
+    json j = json::parse(in, nullptr, false);
+    if (j.is_object() && j.value("node_id", "") == e) ::kill(j.value("pid", 0), SIGKILL);
+  }
+  std::this_thread::sleep_for(300ms);
+  try {
+    made.Get(60s);
+    std::cout << "read it: WRONG" << std::endl;
+  } catch (const raio::ObjectLostError& err) {
+    std::cout << "ObjectLostError: " << err.what() << std::endl;
+  } catch (const std::exception& err) {
+    std::cout << "other error: " << err.what() << std::endl;
+  }
+  raio::Shutdown();
+  return 0;
+}
+
 }  // namespace
+
+RAIO_REMOTE(NodeOfBytes);
 
 int main(int argc, char** argv) {
   if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
@@ -382,6 +434,7 @@ int main(int argc, char** argv) {
       if (s == "late") return ScenarioLate();
       if (s == "where") return ScenarioWhere();
       if (s == "objects") return ScenarioObjects();
+      if (s == "lost") return ScenarioLost();
       std::cerr << "unknown scenario " << s << "\n";
       return 64;
     } catch (const std::exception& e) {

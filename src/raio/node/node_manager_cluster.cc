@@ -64,8 +64,18 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
     }
   } else if (req.spillback_count() < static_cast<uint32_t>(config::max_spillback_hops()) ||
              !resources_.CheckFeasible(*demand).ok()) {
+    // Locality: the node holding the task's arguments, when it has room now.
+    proto::SchedulingStrategy locality;
+    const bool prefer = req.strategy().kind() == proto::SchedulingStrategy::DEFAULT &&
+                        req.preferred_node_id().size() == NodeId::kSize &&
+                        req.preferred_node_id() != id_.Binary() && req.spillback_count() == 0;
+    if (prefer) {
+      locality.set_kind(proto::SchedulingStrategy::NODE_AFFINITY);
+      locality.set_node_id(req.preferred_node_id());
+      locality.set_soft(true);
+    }
     ClusterScheduler::Decision d =
-        scheduler_.Decide(*demand, req.strategy(), selector, local_has_room);
+        scheduler_.Decide(*demand, prefer ? locality : req.strategy(), selector, local_has_room);
     if (d.kind == ClusterScheduler::Decision::Kind::kLocal) {
       // The view's test is a sum of amounts; this node's own knows device rules (a GPU
       // demand above 1 must be whole).

@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
@@ -52,6 +53,7 @@ TaskSubmitter::TaskSubmitter(raio::Mutex& mu, Outbox& outbox, rpc::ConnectionPoo
       loop_(loop),
       node_(std::move(node)),
       node_id_hex_(std::move(node_id_hex)),
+      node_id_(absl::HexStringToBytes(node_id_hex_)),
       self_(self) {}
 
 TaskSubmitter::~TaskSubmitter() = default;
@@ -478,6 +480,34 @@ void TaskSubmitter::FinishObject(const ObjectId& id, internal::ValueView value, 
   if (!dependents.empty()) resolver_.OnObjectsReady(dependents);
 }
 
+std::string TaskSubmitter::NodeHoldingMostArgs(const proto::TaskSpec& spec) {
+  // Few arguments: a small vector beats a map.
+  std::vector<std::pair<std::string_view, int>> counts;
+  auto count = [&](const proto::TaskArg& a) {
+    if (!a.in_store() || a.locations_size() == 0) return;
+    std::string_view node = a.locations(0).node_id();  // the primary copy's node
+    for (auto& [n, c] : counts) {
+      if (n == node) {
+        ++c;
+        return;
+      }
+    }
+    counts.emplace_back(node, 1);
+  };
+  for (const auto& arg : spec.args()) {
+    if (arg.kind_case() == proto::TaskArg::kList) {
+      for (const auto& e : arg.list().elements()) count(e);
+    } else {
+      count(arg);
+    }
+  }
+  const std::pair<std::string_view, int>* best = nullptr;
+  for (const auto& c : counts) {
+    if (best == nullptr || c.second > best->second) best = &c;
+  }
+  return best == nullptr ? std::string() : std::string(best->first);
+}
+
 void TaskSubmitter::RequestLease(SchedulingClass* cls) {
   LeaseId id = RandomId<LeaseId>();
   SendLeaseRequest(cls, id, node_, 0, false);
@@ -494,6 +524,10 @@ void TaskSubmitter::SendLeaseRequest(SchedulingClass* cls, const LeaseId& id,
   if (!cls->queue.empty()) {
     if (const TaskEntry* front = FindTask(cls->queue.front())) {
       req->set_function_name(front->request.spec().function_name());
+      if (cls->strategy.kind() == proto::SchedulingStrategy::DEFAULT && spillbacks == 0) {
+        std::string preferred = NodeHoldingMostArgs(front->request.spec());
+        if (!preferred.empty() && preferred != node_id_) req->set_preferred_node_id(preferred);
+      }
     }
   }
   req->set_job_id(job_);

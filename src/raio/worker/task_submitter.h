@@ -180,6 +180,9 @@ class TaskSubmitter {
   void Dispatch(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushTask(const std::shared_ptr<LeaseState>& lease, const std::shared_ptr<TaskEntry>& task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Locality: the node (8-byte id) whose store holds the primary copies of most of
+  // `spec`'s in-store arguments; empty when it has none.
+  static std::string NodeHoldingMostArgs(const proto::TaskSpec& spec);
   void RequestLease(SchedulingClass* cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends lease request `id` of `cls` to `node` (this process's node, or the one a
   // spillback named).
@@ -232,6 +235,7 @@ class TaskSubmitter {
   EventLoop& loop_;
   std::shared_ptr<rpc::Connection> node_;
   const std::string node_id_hex_;
+  const std::string node_id_;  // binary
   const WorkerId self_;
   JobId job_ = 0;
   std::string task_suffix_;   // set once, before any push

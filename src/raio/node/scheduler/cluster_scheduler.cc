@@ -137,6 +137,9 @@ ClusterScheduler::Decision ClusterScheduler::Decide(
       Decision d;
       d.kind = target == view_.local_id() ? Decision::Kind::kLocal : Decision::Kind::kSpill;
       d.node_id = target;
+      // Soft: sent because it has room in the view; when the view was stale the target
+      // refuses and the owner's node decides again.
+      d.grant_or_reject = strategy.soft() && d.kind == Decision::Kind::kSpill;
       return d;
     }
     if (!strategy.soft()) {
