@@ -84,7 +84,8 @@ void PrintActors(const raio::proto::ActorList& list) {
     std::string name = a.name().empty() ? "-" : a.namespace_() + "/" + a.name();
     std::printf("%-32s  %-10s  %-20s  %-20s  %-16s  %8u  %s\n",
                 raio::ActorId::FromBinary(a.actor_id()).Hex().c_str(), ActorStateName(a.state()),
-                name.c_str(), a.class_name().c_str(), a.node_id().c_str(), a.num_restarts(),
+                name.c_str(), a.class_name().c_str(),
+                a.node_id().empty() ? "-" : a.node_id().c_str(), a.num_restarts(),
                 a.death_cause().empty() ? "-" : a.death_cause().c_str());
   }
 }
@@ -266,10 +267,13 @@ int Status(const std::string& address_flag, bool json) {
     std::cout << "Pending actors: " << waiting << "\n";
     for (const auto& a : actors.actors()) {
       if (!a.waiting_for_resources()) continue;
-      std::cout << "  waiting for resources: job " << a.job_id() << " actor " << a.class_name()
+      std::cout << (a.infeasible() ? "  infeasible (no node can meet it; waits for one to join): "
+                                   : "  waiting for resources: ")
+                << "job " << a.job_id() << " actor " << a.class_name()
                 << (a.name().empty() ? "" : " '" + a.name() + "'") << " "
                 << raio::ActorId::FromBinary(a.actor_id()).Hex() << " ("
-                << ActorStateName(a.state()) << ") demand " << FormatDemand(a.resources()) << "\n";
+                << ActorStateName(a.state()) << ") demand " << FormatDemand(a.resources())
+                << (a.node_id().empty() ? "" : " on node " + a.node_id()) << "\n";
     }
     if (actors.actors_size() > 0) PrintActors(actors);
   }

@@ -18,6 +18,9 @@
 // from one caller run in submission order (SetMaxConcurrency(n) lets n run at once on
 // threads, in no particular order). Handles are values: copy them, pass them to tasks and
 // actors, return them, store them in objects; every copy reaches the same instance.
+// In a cluster of several nodes the head keeps every actor's name and node, so an actor
+// created from any node is found (GetActor), called and killed from every node; calls go
+// straight from the caller to the actor's process.
 // Thread-safety: handles may be used from any thread.
 #pragma once
 
@@ -34,6 +37,7 @@
 #include "raio/internal/runtime.h"
 #include "raio/object_ref.h"
 #include "raio/remote.h"
+#include "raio/scheduling.h"
 #include "raio/task_caller.h"
 
 namespace raio {
@@ -51,6 +55,8 @@ struct ActorOptions {
   int max_task_retries = 0;
   int max_concurrency = 1;
   bool detached = false;
+  SchedulingStrategy strategy = SchedulingStrategy::Default();
+  std::map<std::string, std::string> label_selector;
 };
 
 // Runtime ABI for actors (see raio/internal/runtime.h for the conventions).
@@ -128,6 +134,8 @@ class ActorHandle {
 
   // Ends the actor's process. no_restart = true: the actor is dead for good and every
   // later call fails with ActorDiedError; false: it restarts if it has restarts left.
+  // Works from any node; blocks until the actor's node has ended it (through the head).
+  // Throws ClusterUnavailableError when the head or the actor's node cannot be reached.
   void Kill(bool no_restart = true) const { internal::KillActor(id_, no_restart); }
 
   bool operator==(const ActorHandle& o) const { return id_ == o.id_; }
@@ -179,16 +187,36 @@ class ActorCreator {
     options_.max_concurrency = n;
     return *this;
   }
-  // The actor outlives the job that created it, until killed.
+  // The actor outlives the job that created it, until killed (or its node leaves).
   ActorCreator& SetDetached(bool detached = true) {
     options_.detached = detached;
     return *this;
   }
+  // Which node it is placed on (raio/scheduling.h): DEFAULT packs actors onto the
+  // creator's node until it is half used, then spreads them; SPREAD takes the node chosen
+  // least often; NodeAffinity(id) that node (waiting for room there; `soft`: elsewhere
+  // when it is gone, can never hold the actor, or is full). The node is chosen once, at
+  // creation; restarts stay on it.
+  ActorCreator& SetSchedulingStrategy(const SchedulingStrategy& strategy) {
+    options_.strategy = strategy;
+    return *this;
+  }
+  // Only nodes whose labels match every entry (raio/scheduling.h) may hold it.
+  ActorCreator& SetLabelSelector(const std::map<std::string, std::string>& selector) {
+    options_.label_selector = selector;
+    return *this;
+  }
 
-  // Creates the actor and returns its handle at once; the factory runs in the actor's
-  // process (calls wait until it has). Throws InvalidUsageError (name taken in the
-  // namespace, bad options, arguments above 511 MiB in all: they travel inline, in one
-  // request), UnschedulableError (no node can ever hold its resources).
+  // Creates the actor and returns its handle at once; the head of the cluster registers
+  // it and picks its node, and the factory runs in the actor's process there (calls wait
+  // until it has). Blocks for the registration (one round trip to the head through this
+  // process's node). Throws InvalidUsageError (a live actor anywhere in the cluster has
+  // the name in the namespace, bad options, a malformed node id or label selector,
+  // arguments above 511 MiB in all: they travel inline, in one request),
+  // UnschedulableError (no node can ever hold it: in an embedded cluster, or for a hard
+  // affinity to a node that is not in the cluster; in a standalone cluster an actor no
+  // node can hold otherwise waits, with a warning, for a node that can to join),
+  // ClusterUnavailableError (the head cannot be reached, or this job has ended).
   template <typename... A>
   ActorHandle<T> Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "wrong number of arguments for this factory");
@@ -219,8 +247,10 @@ ActorCreator<T, P...> Actor(std::unique_ptr<T> (*factory)(P...)) {
                                internal::DemangledTypeName(typeid(T)));
 }
 
-// The live actor named `name` in namespace `ns` ("" = this job's), or nullopt. Throws
-// InvalidUsageError when that actor is not a T.
+// The live actor named `name` in namespace `ns` ("" = this job's), or nullopt: wherever
+// in the cluster it was created or placed (the head keeps the names). Blocks for one round
+// trip to the head. Throws InvalidUsageError when that actor is not a T,
+// ClusterUnavailableError when the head cannot be reached.
 template <typename T>
 std::optional<ActorHandle<T>> GetActor(const std::string& name, const std::string& ns = "") {
   auto id = internal::GetNamedActor(name, ns, internal::DemangledTypeName(typeid(T)));

@@ -94,6 +94,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     // The head holds the cluster's configuration: this process's, now that the overrides
     // are applied; it hands it to the node at registration.
     head_options.system_config = config::CurrentValues();
+    head_options.fail_infeasible = options.fail_infeasible;
     auto head = head::HeadService::Create(head_options);
     if (!head.ok()) {
       cluster->Stop();

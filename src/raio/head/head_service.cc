@@ -1,6 +1,7 @@
 #include "raio/head/head_service.h"
 
 #include <future>
+#include <random>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -39,7 +40,16 @@ absl::StatusOr<std::unique_ptr<HeadService>> HeadService::Create(Options options
   return head;
 }
 
-HeadService::HeadService(Options options) : options_(std::move(options)) { RegisterHandlers(); }
+HeadService::HeadService(Options options) : options_(std::move(options)) {
+  ActorDirectory::Options actor_options;
+  actor_options.fail_infeasible = options_.fail_infeasible;
+  actor_options.spread_threshold = config::scheduler_spread_threshold();
+  actor_options.top_k_fraction = config::scheduler_top_k_fraction();
+  actor_options.seed = std::random_device()();
+  actor_options.max_rejections = config::max_spillback_hops();
+  actors_ = std::make_unique<ActorDirectory>(node_links_, actor_options);
+  RegisterHandlers();
+}
 
 void HeadService::RegisterHandlers() {
   // Only a holder of the token the head was started with may shut the cluster down.
@@ -83,10 +93,7 @@ void HeadService::RegisterHandlers() {
     GatherFromNodes<proto::LIST_OBJECTS, proto::LIST_CLUSTER_OBJECTS, proto::ObjectList>(
         r, [](proto::ObjectList& l) { return l.mutable_objects(); });
   });
-  service_.Handle<proto::LIST_CLUSTER_ACTORS>([this](const auto& r, const proto::Empty&) {
-    GatherFromNodes<proto::LIST_ACTORS, proto::LIST_CLUSTER_ACTORS, proto::ActorList>(
-        r, [](proto::ActorList& l) { return l.mutable_actors(); });
-  });
+  RegisterActorHandlers();
   service_.Handle<proto::SHUTDOWN_CLUSTER>(
       [this](const auto& r, const proto::ShutdownClusterRequest&) {
         r.Ok(proto::Empty());
@@ -101,6 +108,7 @@ void HeadService::Stop() {
   std::promise<void> done;
   auto fut = done.get_future();
   loop_.Post([this, &done] {
+    actors_->Stop();
     if (broadcast_timer_) broadcast_timer_->cancel();
     if (listener_) listener_->Stop();
     for (auto& [raw, conn] : conns_) conn->Close(absl::CancelledError("head stopping"));
@@ -138,7 +146,9 @@ void HeadService::OnClose(const std::shared_ptr<rpc::Connection>& conn) {
     if (it->second.conn == conn) {  // only the connection that registered it removes it
       RAIO_LOG_INFO("node {} left the cluster", it->first);
       removed_nodes_.push_back(it->first);
+      std::string id = it->first;
       it = nodes_.erase(it);
+      actors_->OnNodeRemoved(id);
       changed = true;
     } else {
       ++it;
@@ -149,6 +159,7 @@ void HeadService::OnClose(const std::shared_ptr<rpc::Connection>& conn) {
     if (job.conn != conn) continue;
     job.info.set_state("finished");
     job.conn.reset();
+    actors_->OnJobFinished(id);
     // Nodes that run its workers for owners elsewhere end them.
     proto::JobFinished finished;
     finished.set_job_id(id);
@@ -169,6 +180,7 @@ void HeadService::HandleReport(const rpc::Connection& conn, const proto::Resourc
   it->second.info.set_resource_version(report.version());
   it->second.info.set_infeasible_leases(report.infeasible_leases());
   it->second.dirty = true;
+  actors_->OnNodeUpdated(it->second.info);
   ScheduleBroadcast();
 }
 
@@ -215,6 +227,8 @@ void HeadService::HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>&
     r.Error(absl::AlreadyExistsError("node " + req.node_id() + " is already registered"));
     return;
   }
+  // A node id whose old connection closed unnoticed: its actors went with that daemon.
+  if (nodes_.count(req.node_id())) actors_->OnNodeRemoved(req.node_id());
   RAIO_LOG_INFO("node {} joined, {}", req.node_id(), rpc::DescribeAddress(req.address()));
   proto::RegisterNodeReply reply;
   reply.mutable_system_config()->insert(options_.system_config.begin(),
@@ -234,6 +248,7 @@ void HeadService::HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>&
   std::string id = req.node_id();
   nodes_[id] = std::move(entry);
   r.Ok(reply);
+  actors_->OnNodeUpdated(nodes_[id].info);
   ScheduleBroadcast();
 }
 
@@ -289,6 +304,101 @@ const proto::NodeInfo* HeadService::ChooseDriverNode(const proto::RegisterJobReq
     }
   }
   return chosen;
+}
+
+std::string HeadService::NodeOf(const rpc::Connection& conn) const {
+  for (const auto& [id, node] : nodes_) {
+    if (node.conn.get() == &conn) return id;
+  }
+  return "";
+}
+
+void HeadService::RegisterActorHandlers() {
+  service_.Handle<proto::CREATE_ACTOR>([this](const auto& r, const proto::CreateActorRequest& req) {
+    std::string node = NodeOf(*r.conn());
+    if (node.empty()) {
+      r.Error(absl::FailedPreconditionError(
+          "actors are created through a node: send CREATE_ACTOR to the creator's node"));
+      return;
+    }
+    auto job = jobs_.find(req.job_id());
+    if (job == jobs_.end()) {
+      r.Error(
+          absl::FailedPreconditionError(absl::StrCat("no job ", req.job_id(), " in the cluster")));
+      return;
+    }
+    proto::JobConfigInfo config = job->second.config;
+    config.set_running(job->second.conn != nullptr);
+    auto info = actors_->Create(req.spec(), config, node);
+    if (info.ok()) {
+      r.Ok(*info);
+    } else {
+      r.Error(info.status());
+    }
+  });
+  service_.Handle<proto::WAIT_ACTOR>([this](const auto& r, const proto::WaitActorRequest& req) {
+    actors_->Wait(ActorId::FromBinary(req.actor_id()), req.min_incarnation(),
+                  [r](absl::StatusOr<proto::ActorInfo> info) {
+                    if (info.ok()) {
+                      r.Ok(*info);
+                    } else {
+                      r.Error(info.status());
+                    }
+                  });
+  });
+  service_.Handle<proto::GET_NAMED_ACTOR>(
+      [this](const auto& r, const proto::GetNamedActorRequest& req) {
+        auto info = actors_->GetNamed(req.namespace_(), req.name());
+        if (info.ok()) {
+          r.Ok(*info);
+        } else {
+          r.Error(info.status());
+        }
+      });
+  service_.Handle<proto::KILL_ACTOR>([this](const auto& r, const proto::KillActorRequest& req) {
+    actors_->Kill(ActorId::FromBinary(req.actor_id()), req.no_restart(), [r](absl::Status s) {
+      if (s.ok()) {
+        r.Ok(proto::Empty());
+      } else {
+        r.Error(s);
+      }
+    });
+  });
+  // Only from the node the actor was placed on (ActorDirectory::OnReport checks).
+  service_.Handle<proto::REPORT_ACTOR_STATE>([this](const auto& r, const proto::ActorInfo& info) {
+    std::string node = NodeOf(*r.conn());
+    if (!node.empty()) actors_->OnReport(node, info);
+  });
+  service_.Handle<proto::LIST_CLUSTER_ACTORS>(
+      [this](const auto& r, const proto::Empty&) { r.Ok(actors_->List()); });
+}
+
+void HeadService::NodeLinks::Place(
+    const std::string& node_id, const proto::PlaceActorRequest& request,
+    std::function<void(absl::StatusOr<proto::PlaceActorReply>)> done) {
+  auto it = head_.nodes_.find(node_id);
+  if (it == head_.nodes_.end()) {
+    head_.loop_.Post([done = std::move(done), node_id] {
+      done(absl::UnavailableError(absl::StrCat("node ", node_id, " is not in the cluster")));
+    });
+    return;
+  }
+  rpc::Call<proto::PLACE_ACTOR>(*it->second.conn, request, std::move(done));
+}
+
+void HeadService::NodeLinks::Kill(const std::string& node_id,
+                                  const proto::KillActorRequest& request,
+                                  std::function<void(absl::Status)> done) {
+  auto it = head_.nodes_.find(node_id);
+  if (it == head_.nodes_.end()) {
+    head_.loop_.Post([done = std::move(done), node_id] {
+      done(absl::UnavailableError(absl::StrCat("node ", node_id, " is not in the cluster")));
+    });
+    return;
+  }
+  rpc::Call<proto::KILL_LOCAL_ACTOR>(
+      *it->second.conn, request,
+      [done = std::move(done)](absl::StatusOr<proto::Empty> reply) { done(reply.status()); });
 }
 
 template <proto::Method Ask, proto::Method Answer, typename List, typename Field>

@@ -5,9 +5,12 @@
 // resource_report_interval_ms); keeps the job table (a driver's job lasts as long as its
 // connection; nodes that run its workers for an owner elsewhere read its configuration,
 // GET_JOB_INFO, and hear of its end, JOB_FINISHED); holds the cluster's configuration
-// (handed to every node at registration and to every driver that joins), and answers
-// cluster status by asking every node.
-// It is off the per-task path: tasks go owner -> leased worker.
+// (handed to every node at registration and to every driver that joins), keeps the
+// cluster's actor directory (ActorDirectory: names, placement, state; nodes forward their
+// clients' CREATE/WAIT/GET_NAMED/KILL_ACTOR here), and answers cluster status by asking
+// every node.
+// It is off the per-task path: tasks go owner -> leased worker, actor calls caller ->
+// actor's worker.
 // Threading: all state lives on the head's EventLoop; Start/Stop from other threads.
 #pragma once
 
@@ -21,6 +24,7 @@
 #include "raio/common/event_loop.h"
 #include "raio/common/timer.h"
 #include "raio/head.pb.h"
+#include "raio/head/actor_directory.h"
 #include "raio/rpc/listener.h"
 #include "raio/rpc/service.h"
 
@@ -38,6 +42,9 @@ class HeadService {
     // The cluster's configuration (config::CurrentValues() of the process that starts the
     // cluster): sent to every node that registers and every driver that joins.
     std::map<std::string, std::string> system_config;
+    // No node can ever join (an embedded cluster): an actor no node can hold fails at
+    // creation instead of waiting for a node that can (ActorDirectory).
+    bool fail_infeasible = false;
   };
 
   static absl::StatusOr<std::unique_ptr<HeadService>> Create(Options options);
@@ -70,6 +77,23 @@ class HeadService {
   // `field(list)` of all of them.
   template <proto::Method Ask, proto::Method Answer, typename List, typename Field>
   void GatherFromNodes(const rpc::Responder<Answer>& reply, Field field);
+  // The actor methods (RegisterHandlers); nodes forward their clients' calls.
+  void RegisterActorHandlers();
+  // The hex id of the node registered on `conn`, or "" (not a node's connection).
+  std::string NodeOf(const rpc::Connection& conn) const;
+
+  // The directory's way to the nodes: their connections.
+  class NodeLinks : public ActorDirectory::Nodes {
+   public:
+    explicit NodeLinks(HeadService& head) : head_(head) {}
+    void Place(const std::string& node_id, const proto::PlaceActorRequest& request,
+               std::function<void(absl::StatusOr<proto::PlaceActorReply>)> done) override;
+    void Kill(const std::string& node_id, const proto::KillActorRequest& request,
+              std::function<void(absl::Status)> done) override;
+
+   private:
+    HeadService& head_;
+  };
 
   struct NodeEntry {
     proto::NodeInfo info;
@@ -97,6 +121,8 @@ class HeadService {
   std::vector<std::string> removed_nodes_;
   std::unique_ptr<Timer> broadcast_timer_;
   bool broadcast_scheduled_ = false;
+  NodeLinks node_links_{*this};
+  std::unique_ptr<ActorDirectory> actors_;
   std::atomic<bool> stopped_{false};
 };
 

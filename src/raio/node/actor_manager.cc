@@ -7,12 +7,8 @@
 
 namespace raio::node {
 
-ActorManager::ActorManager(LocalResourceManager& resources, WorkerPool& pool, std::string node_id,
-                           std::function<std::string()> cluster_description)
-    : resources_(resources),
-      pool_(pool),
-      node_id_(std::move(node_id)),
-      cluster_description_(std::move(cluster_description)) {}
+ActorManager::ActorManager(LocalResourceManager& resources, WorkerPool& pool, std::string node_id)
+    : resources_(resources), pool_(pool), node_id_(std::move(node_id)) {}
 
 proto::ActorInfo ActorManager::Info(const Record& r) const {
   proto::ActorInfo info;
@@ -38,104 +34,139 @@ proto::ActorInfo ActorManager::Info(const Record& r) const {
   return info;
 }
 
-void ActorManager::RegisterHandlers(rpc::Service& service, JobOf job_of) {
-  service.Handle<proto::CREATE_ACTOR>([this, job_of](
-                                          const rpc::Responder<proto::CREATE_ACTOR>& responder,
-                                          proto::CreateActorRequest& req) {
-    const auto& conn = responder.conn();
-    const auto& h = responder.header();
-    JobId job = job_of(*conn);
-
-    const proto::ActorSpec& spec = req.spec();
-    ActorId id = ActorId::FromBinary(spec.actor_id());
-    if (id.IsNil() || actors_.count(id)) {
-      conn->ReplyError(h, absl::InvalidArgumentError("bad or reused actor id"));
-      return;
+template <proto::Method M>
+void ActorManager::ForwardToHead(const rpc::Responder<M>& responder,
+                                 const typename rpc::MethodTraits<M>::Request& request) {
+  std::shared_ptr<rpc::Connection> head = links_.head ? links_.head() : nullptr;
+  if (head == nullptr || head->closed()) {
+    responder.Error(absl::UnavailableError(
+        absl::StrCat("node ", node_id_, " has no connection to the head (actors live there)")));
+    return;
+  }
+  using Reply = typename rpc::MethodTraits<M>::Reply;
+  rpc::Call<M>(*head, request, [responder](absl::StatusOr<Reply> reply) {
+    if (reply.ok()) {
+      responder.Ok(*reply);
+    } else {
+      responder.Error(reply.status());
     }
-    auto demand = ResourceSet::FromProto(spec.resources());
-    if (!demand.ok()) return conn->ReplyError(h, demand.status());
-    if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
-      conn->ReplyError(h, absl::ResourceExhaustedError(absl::StrCat(
-                              "no node can ever hold actor ", spec.class_name(), ", which demands ",
-                              demand->ToString(), " (", f.message(),
-                              "); cluster resources: ", cluster_description_())));
-      return;
-    }
-    if (!spec.name().empty()) {
-      auto key = std::make_pair(spec.namespace_(), spec.name());
-      if (names_.count(key)) {
-        conn->ReplyError(h, absl::AlreadyExistsError(absl::StrCat("an actor named '", spec.name(),
-                                                                  "' already exists in namespace '",
-                                                                  spec.namespace_(), "'")));
-        return;
-      }
-      names_[key] = id;
-    }
-    Record& r = actors_[id];
-    r.spec = spec;
-    r.job = job;
-    conn->Reply(h, Info(r));
   });
-  service.Handle<proto::WAIT_ACTOR>(
-      [this](const rpc::Responder<proto::WAIT_ACTOR>& responder, proto::WaitActorRequest& req) {
-        const auto& conn = responder.conn();
-        const auto& h = responder.header();
-        auto it = actors_.find(ActorId::FromBinary(req.actor_id()));
-        if (it == actors_.end()) {
-          conn->ReplyError(h, absl::NotFoundError("no such actor on this node"));
+}
+
+void ActorManager::RegisterHandlers(rpc::Service& service, Links links) {
+  links_ = std::move(links);
+  // A local client's calls: the head keeps the directory.
+  service.Handle<proto::CREATE_ACTOR>(
+      [this](const rpc::Responder<proto::CREATE_ACTOR>& r, proto::CreateActorRequest& req) {
+        JobId job = links_.job_of(*r.conn());
+        if (job == 0) {
+          r.Error(absl::FailedPreconditionError("register as a driver or worker first"));
           return;
         }
-        Record& r = it->second;
-        if (r.state == proto::ACTOR_DEAD ||
-            (r.state == proto::ACTOR_ALIVE && r.incarnation >= req.min_incarnation())) {
-          conn->Reply(h, Info(r));
-        } else {
-          r.waiters.emplace_back(conn, h);
-          r.waiter_min_incarnation.push_back(req.min_incarnation());
-        }
+        req.set_job_id(job);
+        ForwardToHead<proto::CREATE_ACTOR>(r, req);
       });
-  service.Handle<proto::GET_NAMED_ACTOR>(
-      [this](const rpc::Responder<proto::GET_NAMED_ACTOR>& responder,
-             proto::GetNamedActorRequest& req) {
-        const auto& conn = responder.conn();
-        const auto& h = responder.header();
-
-        auto it = names_.find({req.namespace_(), req.name()});
-        if (it == names_.end()) {
-          conn->ReplyError(h, absl::NotFoundError("no live actor with that name"));
-        } else {
-          conn->Reply(h, Info(actors_.at(it->second)));
-        }
+  service.Handle<proto::WAIT_ACTOR>(
+      [this](const rpc::Responder<proto::WAIT_ACTOR>& r, const proto::WaitActorRequest& req) {
+        ForwardToHead<proto::WAIT_ACTOR>(r, req);
       });
+  service.Handle<proto::GET_NAMED_ACTOR>([this](const rpc::Responder<proto::GET_NAMED_ACTOR>& r,
+                                                const proto::GetNamedActorRequest& req) {
+    ForwardToHead<proto::GET_NAMED_ACTOR>(r, req);
+  });
   service.Handle<proto::KILL_ACTOR>(
-      [this](const rpc::Responder<proto::KILL_ACTOR>& responder, proto::KillActorRequest& req) {
-        const auto& conn = responder.conn();
-        const auto& h = responder.header();
-
-        auto it = actors_.find(ActorId::FromBinary(req.actor_id()));
-        if (it != actors_.end() && it->second.state != proto::ACTOR_DEAD) {
-          Record& r = it->second;
-          int max = r.spec.max_restarts();
-          bool can_restart = max < 0 || static_cast<int>(r.num_restarts) < max;
-          if (req.no_restart() || !can_restart) {
-            Bury(r,
-                 req.no_restart() ? "it was killed with Kill()"
-                                  : "it was killed with Kill(false) and had no restarts left",
-                 /*kill_worker=*/true);
-          } else if (!r.worker.IsNil()) {
-            WorkerId w = r.worker;
-            pool_.Kill(w);  // the restart happens in OnWorkerGone
-            OnWorkerGone(w);
-          }
-        }
-        if (h.kind == rpc::FrameKind::kRequest) conn->Reply(h, proto::Empty());
+      [this](const rpc::Responder<proto::KILL_ACTOR>& r, const proto::KillActorRequest& req) {
+        ForwardToHead<proto::KILL_ACTOR>(r, req);
       });
   service.Handle<proto::LIST_ACTORS>(
-      [this](const rpc::Responder<proto::LIST_ACTORS>& responder, const proto::Empty&) {
-        const auto& conn = responder.conn();
-        const auto& h = responder.header();
-        conn->Reply(h, List());
+      [this](const rpc::Responder<proto::LIST_ACTORS>& r, const proto::Empty&) { r.Ok(List()); });
+  // The head's requests, on its connection only.
+  service.Handle<proto::PLACE_ACTOR>(
+      [this](const rpc::Responder<proto::PLACE_ACTOR>& r, const proto::PlaceActorRequest& req) {
+        if (!links_.head || r.conn() != links_.head()) {
+          r.Error(absl::PermissionDeniedError("only the head places actors"));
+          return;
+        }
+        HandlePlace(r, req);
       });
+  service.Handle<proto::KILL_LOCAL_ACTOR>(
+      [this](const rpc::Responder<proto::KILL_LOCAL_ACTOR>& r, const proto::KillActorRequest& req) {
+        if (!links_.head || r.conn() != links_.head()) {
+          r.Error(absl::PermissionDeniedError("only the head kills actors here"));
+          return;
+        }
+        HandleKill(req);
+        r.Ok(proto::Empty());
+      });
+}
+
+void ActorManager::HandlePlace(const rpc::Responder<proto::PLACE_ACTOR>& responder,
+                               const proto::PlaceActorRequest& req) {
+  proto::PlaceActorReply reply;
+  auto fail = [&](std::string message) {
+    reply.set_result(proto::PlaceActorReply::FAILED);
+    reply.set_message(std::move(message));
+    responder.Ok(reply);
+  };
+  const proto::ActorSpec& spec = req.spec();
+  ActorId id = ActorId::FromBinary(spec.actor_id());
+  if (id.IsNil() || actors_.count(id)) return fail("bad or reused actor id");
+  auto demand = ResourceSet::FromProto(spec.resources());
+  if (!demand.ok()) return fail(std::string(demand.status().message()));
+  if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
+    return fail(absl::StrCat("node ", node_id_, " can never hold ", demand->ToString(), " (",
+                             f.message(), ")"));
+  }
+  JobId job = req.job_id();
+  if (job == 0) return fail("no job named");
+  if (!pool_.HasJob(job) && links_.adopt_job) {
+    if (absl::Status s = links_.adopt_job(job, req.job()); !s.ok()) {
+      return fail(std::string(s.message()));
+    }
+  }
+  std::optional<Allocation> allocation;
+  if (req.grant_or_reject()) {
+    allocation = resources_.TryAllocate(*demand);
+    if (!allocation) {
+      reply.set_result(proto::PlaceActorReply::REJECTED);
+      reply.set_message(
+          absl::StrCat("node ", node_id_, " has no room for ", demand->ToString(), " now"));
+      responder.Ok(reply);
+      return;
+    }
+  }
+  Record& r = actors_[id];
+  r.spec = spec;
+  r.job = job;
+  r.allocation = std::move(allocation);
+  reply.set_result(proto::PlaceActorReply::ACCEPTED);
+  reply.set_waiting_for_resources(!r.allocation);
+  responder.Ok(reply);
+  // The node's loop schedules it next (NodeManager::OnRequest).
+}
+
+void ActorManager::HandleKill(const proto::KillActorRequest& req) {
+  auto it = actors_.find(ActorId::FromBinary(req.actor_id()));
+  if (it == actors_.end() || it->second.state == proto::ACTOR_DEAD) return;
+  Record& r = it->second;
+  int max = r.spec.max_restarts();
+  bool can_restart = max < 0 || static_cast<int>(r.num_restarts) < max;
+  if (req.no_restart() || !can_restart) {
+    Bury(r,
+         req.no_restart() ? "it was killed with Kill()"
+                          : "it was killed with Kill(false) and had no restarts left",
+         /*kill_worker=*/true);
+  } else if (!r.worker.IsNil()) {
+    WorkerId w = r.worker;
+    pool_.Kill(w);  // the restart happens in OnWorkerGone
+    OnWorkerGone(w);
+  }
+}
+
+void ActorManager::Report(const Record& r) {
+  std::shared_ptr<rpc::Connection> head = links_.head ? links_.head() : nullptr;
+  if (head == nullptr || head->closed()) return;
+  rpc::Notify<proto::REPORT_ACTOR_STATE>(*head, Info(r));
 }
 
 void ActorManager::Schedule(std::map<WorkerKey, int>* workers_needed) {
@@ -148,6 +179,7 @@ void ActorManager::Schedule(std::map<WorkerKey, int>* workers_needed) {
       if (!demand.ok()) continue;
       r.allocation = resources_.TryAllocate(*demand);
       if (!r.allocation) continue;
+      Report(r);  // it holds its resources now
     }
     if (!pool_.HasJob(r.job)) {
       Bury(r, "its job's executable is no longer known to the node", false);
@@ -196,25 +228,8 @@ void ActorManager::Bind(Record& r, WorkerProcess& worker) {
         }
         r.state = proto::ACTOR_ALIVE;
         r.address = address;
-        NotifyWaiters(r);
+        Report(r);
       });
-}
-
-void ActorManager::NotifyWaiters(Record& r) {
-  std::vector<std::pair<std::shared_ptr<rpc::Connection>, rpc::FrameHeader>> keep;
-  std::vector<uint32_t> keep_min;
-  proto::ActorInfo info = Info(r);
-  for (std::size_t i = 0; i < r.waiters.size(); ++i) {
-    if (r.state == proto::ACTOR_DEAD ||
-        (r.state == proto::ACTOR_ALIVE && r.incarnation >= r.waiter_min_incarnation[i])) {
-      r.waiters[i].first->Reply(r.waiters[i].second, info);
-    } else {
-      keep.push_back(r.waiters[i]);
-      keep_min.push_back(r.waiter_min_incarnation[i]);
-    }
-  }
-  r.waiters = std::move(keep);
-  r.waiter_min_incarnation = std::move(keep_min);
 }
 
 void ActorManager::Release(Record& r) {
@@ -228,11 +243,10 @@ void ActorManager::Bury(Record& r, const std::string& cause, bool kill_worker) {
   r.death_cause = cause;
   r.creating = false;
   r.address.Clear();
-  if (!r.spec.name().empty()) names_.erase({r.spec.namespace_(), r.spec.name()});
   if (kill_worker && !r.worker.IsNil()) pool_.Kill(r.worker);
   r.worker = WorkerId();
   Release(r);
-  NotifyWaiters(r);
+  Report(r);
 }
 
 bool ActorManager::OnWorkerGone(const WorkerId& worker, const std::string& reason) {
@@ -250,6 +264,7 @@ bool ActorManager::OnWorkerGone(const WorkerId& worker, const std::string& reaso
       r.restart_cause = reason;
       RAIO_LOG_INFO("actor {} restarting ({} of {}){}{}", id.Hex(), r.num_restarts, max,
                     reason.empty() ? "" : ": ", reason);
+      Report(r);
     } else {
       Bury(r,
            absl::StrCat("its process died", reason.empty() ? "" : " (", reason,

@@ -1,10 +1,15 @@
-// ActorManager: the node daemon's actor table and actor scheduler. Registers actors
-// (names unique per namespace among live actors), holds their resources for their
-// lifetime, binds each to a dedicated worker process of its job and runs its factory
-// there (CREATE_ACTOR_INSTANCE), restarts it when the process dies (up to max_restarts),
-// kills it on request or when its job ends (unless detached), and answers WAIT_ACTOR so
-// callers learn where an actor lives, or why it died.
-// Single node for now: the name directory moves to the head with multi-node clusters.
+// ActorManager: the node daemon's part in actors. The head keeps the cluster's actor
+// directory and picks each actor's node (head/actor_directory.h); this node's clients'
+// CREATE_ACTOR, WAIT_ACTOR, GET_NAMED_ACTOR and KILL_ACTOR are forwarded to the head (the
+// node adds the creator's job) and its answers relayed. For the actors the head places
+// here (PLACE_ACTOR) it holds their resources for their lifetime (at once, or refusing
+// with REJECTED, when the head asks for grant-or-reject; else as they free up), binds each
+// to a dedicated worker process of its job and runs its factory there
+// (CREATE_ACTOR_INSTANCE), restarts it when the process dies (up to max_restarts), kills it
+// on the head's request (KILL_LOCAL_ACTOR) or when its job ends (unless detached), and
+// reports each change of state to the head (REPORT_ACTOR_STATE: resources held, ALIVE
+// with its worker's address, RESTARTING, DEAD with the cause). LIST_ACTORS lists the
+// actors placed here.
 // Threading: not thread-safe; lives on the node daemon's loop.
 #pragma once
 
@@ -26,14 +31,22 @@ namespace raio::node {
 
 class ActorManager {
  public:
-  ActorManager(LocalResourceManager& resources, WorkerPool& pool, std::string node_id,
-               std::function<std::string()> cluster_description);
+  ActorManager(LocalResourceManager& resources, WorkerPool& pool, std::string node_id);
 
-  // The job of the driver or worker on a connection (0 when it has not registered).
-  using JobOf = std::function<JobId(const rpc::Connection&)>;
-  // Adds the actor methods (CREATE/WAIT/GET_NAMED/KILL/LIST_ACTORS) to `service`; the
-  // handlers reply on the caller's connection. `this` must outlive it.
-  void RegisterHandlers(rpc::Service& service, JobOf job_of);
+  // What the actor methods need from the node.
+  struct Links {
+    // The job of the driver or worker on a connection (0 when it has not registered).
+    std::function<JobId(const rpc::Connection&)> job_of;
+    // The node's connection to the head (null before it is made).
+    std::function<std::shared_ptr<rpc::Connection>()> head;
+    // A placement of an actor of a job this node has no configuration for (its driver is
+    // on another node): take the job's configuration, or say why it cannot run here.
+    std::function<absl::Status(JobId, const proto::JobConfigInfo&)> adopt_job;
+  };
+  // Adds the actor methods (CREATE/WAIT/GET_NAMED/KILL/LIST_ACTORS from clients,
+  // PLACE_ACTOR and KILL_LOCAL_ACTOR from the head) to `service`; the handlers reply on
+  // the caller's connection. `this` must outlive it.
+  void RegisterHandlers(rpc::Service& service, Links links);
   // Places pending actors on idle workers started for their job and GPUs; adds the
   // workers still to start to `workers_needed`.
   void Schedule(std::map<WorkerKey, int>* workers_needed);
@@ -63,12 +76,18 @@ class ActorManager {
     uint32_t num_restarts = 0;
     std::string death_cause;
     std::string restart_cause;  // why the process died before the latest restart
-    std::vector<std::pair<std::shared_ptr<rpc::Connection>, rpc::FrameHeader>> waiters;
-    std::vector<uint32_t> waiter_min_incarnation;
   };
 
   proto::ActorInfo Info(const Record& r) const;
-  void NotifyWaiters(Record& r);
+  // Tells the head the record's state (REPORT_ACTOR_STATE).
+  void Report(const Record& r);
+  // Forwards a client's call of method M to the head and relays the answer.
+  template <proto::Method M>
+  void ForwardToHead(const rpc::Responder<M>& responder,
+                     const typename rpc::MethodTraits<M>::Request& request);
+  void HandlePlace(const rpc::Responder<proto::PLACE_ACTOR>& responder,
+                   const proto::PlaceActorRequest& req);
+  void HandleKill(const proto::KillActorRequest& req);
   void Bind(Record& r, WorkerProcess& worker);
   void Bury(Record& r, const std::string& cause, bool kill_worker);
   void Release(Record& r);
@@ -76,9 +95,8 @@ class ActorManager {
   LocalResourceManager& resources_;
   WorkerPool& pool_;
   std::string node_id_;
-  std::function<std::string()> cluster_description_;
+  Links links_;
   std::map<ActorId, Record> actors_;
-  std::map<std::pair<std::string, std::string>, ActorId> names_;  // (namespace, name)
 };
 
 }  // namespace raio::node

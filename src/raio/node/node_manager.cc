@@ -54,7 +54,7 @@ NodeManager::NodeManager(Options options)
             WorkerPool::Options{options_.session_dir, socket_path_, resources_.num_gpus() > 0,
                                 ParseDeviceMask(std::getenv("CUDA_VISIBLE_DEVICES")),
                                 options_.node_ip}),
-      actors_(resources_, pool_, id_.Hex(), [this] { return ClusterDescription(); }),
+      actors_(resources_, pool_, id_.Hex()),
       view_(id_.Hex()),
       scheduler_(view_, 0.5, 0.2,
                  id_.Binary().empty() ? 0 : std::hash<std::string>()(id_.Binary())) {}
@@ -377,10 +377,10 @@ void NodeManager::OnAccept(ConnPtr conn) {
 void NodeManager::OnRequest(const ConnPtr& conn, const rpc::FrameHeader& h, std::string_view body) {
   if (stopped_) return;
   if (!service_.Dispatch(conn, h, body)) return service_.RejectUnknown(conn, h);
-  // An actor created, killed or restarted may change what can be scheduled.
+  // An actor placed, killed or restarted may change what can be scheduled.
   switch (h.method) {
-    case proto::CREATE_ACTOR:
-    case proto::KILL_ACTOR:
+    case proto::PLACE_ACTOR:
+    case proto::KILL_LOCAL_ACTOR:
       ScheduleLeases();
       break;
     default:
@@ -393,10 +393,16 @@ void NodeManager::RegisterHandlers() {
     auto it = peers_.find(const_cast<rpc::Connection*>(&c));
     return it == peers_.end() ? nullptr : &it->second.second;
   };
-  actors_.RegisterHandlers(service_, [peer_of](const rpc::Connection& c) {
+  ActorManager::Links actor_links;
+  actor_links.job_of = [peer_of](const rpc::Connection& c) {
     const Peer* p = peer_of(c);
     return p == nullptr ? JobId{0} : p->job;
-  });
+  };
+  actor_links.head = [this] { return head_; };
+  actor_links.adopt_job = [this](JobId job, const proto::JobConfigInfo& info) {
+    return AdoptJob(job, info);
+  };
+  actors_.RegisterHandlers(service_, std::move(actor_links));
   store_->RegisterHandlers(service_, [peer_of](const rpc::Connection& c) {
     const Peer* p = peer_of(c);
     return p == nullptr ? ClientId{0} : p->client;

@@ -146,6 +146,10 @@ class NodeManager {
   // A lease of a job this node has no configuration for: fetch it from the head once.
   void FetchJob(JobId job);
   void OnJobInfo(JobId job, absl::StatusOr<proto::JobConfigInfo> info);
+  // Takes the configuration of job `job`, whose driver is on another node (a lease or an
+  // actor placed here), unless its executable cannot run here (FailedPrecondition naming
+  // the node and the path).
+  absl::Status AdoptJob(JobId job, const proto::JobConfigInfo& info);
   void ArmReportTimer();
   void ReportResources();
   void HandleReturnLease(const LeaseId& id, bool cancel);

@@ -217,18 +217,26 @@ void NodeManager::OnJobInfo(JobId job, absl::StatusOr<proto::JobConfigInfo> info
                        "'s configuration from the head: ", info.status().message());
   } else if (!info->running()) {
     why = absl::StrCat("job ", job, " has finished");
-  } else if (::access(info->executable().c_str(), X_OK) != 0) {
-    why = absl::StrCat("node ", id_.Hex(), " (", Hostname(), ") cannot run job ", job,
-                       "'s executable '", info->executable(), "': ", std::strerror(errno));
+  } else if (absl::Status s = AdoptJob(job, *info); !s.ok()) {
+    why = std::string(s.message());
   }
   if (!why.empty()) {
     FailWorkerStarts(job, why);
     return;
   }
-  remote_jobs_.insert(job);
-  pool_.AddJob(job, JobConfig{info->executable(), info->working_dir(), info->ld_library_path(),
-                              info->namespace_()});
   ScheduleLeases();
+}
+
+absl::Status NodeManager::AdoptJob(JobId job, const proto::JobConfigInfo& info) {
+  if (::access(info.executable().c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", id_.Hex(), " (", Hostname(), ") cannot run job ", job,
+                     "'s executable '", info.executable(), "': ", std::strerror(errno)));
+  }
+  remote_jobs_.insert(job);
+  pool_.AddJob(job, JobConfig{info.executable(), info.working_dir(), info.ld_library_path(),
+                              info.namespace_()});
+  return absl::OkStatus();
 }
 
 void NodeManager::ArmReportTimer() {

@@ -93,6 +93,10 @@ inline std::optional<std::chrono::milliseconds> DefaultDeadline(const MethodInfo
   X(LIST_ACTORS, Empty, ActorList, kUnary, true, kControl)                                      \
   X(CREATE_ACTOR_INSTANCE, CreateActorInstanceRequest, CreateActorInstanceReply, kUnary, false, \
     kWaits)                                                                                     \
+  /* actors (head <-> node) */                                                                  \
+  X(PLACE_ACTOR, PlaceActorRequest, PlaceActorReply, kUnary, false, kControl)                   \
+  X(REPORT_ACTOR_STATE, ActorInfo, Empty, kOneWay, true, kControl)                              \
+  X(KILL_LOCAL_ACTOR, KillActorRequest, Empty, kUnary, true, kControl)                          \
   /* workers */                                                                                 \
   X(PUSH_TASK, PushTaskRequest, PushTaskReply, kUnary, false, kWaits)                           \
   X(PUSH_ACTOR_TASK, PushActorTaskRequest, PushTaskReply, kUnary, false, kWaits)                \

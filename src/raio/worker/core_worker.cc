@@ -59,9 +59,9 @@ CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Co
 
 CoreWorker::~CoreWorker() { Shutdown(); }
 
+template <typename Spec>
 void CoreWorker::SetStrategy(const std::string& function_name, const SchedulingStrategy& strategy,
-                             const std::map<std::string, std::string>& label_selector,
-                             proto::TaskSpec* spec) {
+                             const std::map<std::string, std::string>& label_selector, Spec* spec) {
   if (absl::Status s = ValidateLabelSelector(label_selector); !s.ok()) {
     throw InvalidUsageError(absl::StrCat(function_name, ": SetLabelSelector: ", s.message()));
   }
@@ -89,6 +89,11 @@ void CoreWorker::SetStrategy(const std::string& function_name, const SchedulingS
     }
   }
 }
+
+template void CoreWorker::SetStrategy(const std::string&, const SchedulingStrategy&,
+                                      const std::map<std::string, std::string>&, proto::TaskSpec*);
+template void CoreWorker::SetStrategy(const std::string&, const SchedulingStrategy&,
+                                      const std::map<std::string, std::string>&, proto::ActorSpec*);
 
 void CoreWorker::OnLeaseInfeasible(const proto::LeaseInfeasibleNotice& notice) {
   OutboxLock lock(&mu_, &outbox_);

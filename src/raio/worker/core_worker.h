@@ -118,11 +118,12 @@ class CoreWorker {
 
   // The node connection closed: fail everything pending; later calls throw.
   void OnNodeLost(const std::string& why);
-  // Puts `strategy` and `label_selector` into `spec`. Throws InvalidUsageError naming
-  // `function_name` for a malformed node id or selector.
+  // Puts `strategy` (when not DEFAULT) and `label_selector` into `spec` (a TaskSpec or an
+  // ActorSpec). Throws InvalidUsageError naming `function_name` for a malformed node id
+  // or selector.
+  template <typename Spec>
   static void SetStrategy(const std::string& function_name, const SchedulingStrategy& strategy,
-                          const std::map<std::string, std::string>& label_selector,
-                          proto::TaskSpec* spec);
+                          const std::map<std::string, std::string>& label_selector, Spec* spec);
   // The node keeps a lease request of ours that no node can meet now (LEASE_INFEASIBLE).
   void OnLeaseInfeasible(const proto::LeaseInfeasibleNotice& notice);
   // Requests the node sends on a driver's node connection (its notices); for the

@@ -1,6 +1,7 @@
 // CoreWorker, part three: the actor API (creation, calls, kill, lookup by name).
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
+#include "raio/common/logging.h"
 #include "raio/common/resources.h"
 #include "raio/errors.h"
 #include "raio/internal/returns.h"
@@ -82,6 +83,8 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
   spec->set_actor_id(id.Binary());
   spec->set_factory_name(factory_name);
   spec->set_class_name(class_name);
+  SetStrategy(absl::StrCat("raio::Actor(", factory_name, ")"), options.strategy,
+              options.label_selector, spec);
   std::vector<ObjectId> held;  // factory arguments are copied inline: restarts reuse them
   ResolveArgsBlocking(args, spec->mutable_args(), &held);
   resources->ToProto(spec->mutable_resources());
@@ -117,6 +120,11 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
       default:
         throw ClusterUnavailableError("cannot create the actor: " + message);
     }
+  }
+  proto::ActorInfo info;
+  if (info.ParseFromString(*reply) && info.infeasible()) {
+    // It waits for a node that can hold it (a standalone cluster): say so once, here.
+    RAIO_LOG_WARN("{}", info.pending_reason());
   }
   {
     OutboxLock lock(&mu_, &outbox_);

@@ -96,14 +96,14 @@ double ClusterScheduler::Utilisation(const NodeView& node, const ResourceSet& de
   return worst;
 }
 
-bool ClusterScheduler::HasRoom(const NodeView& node, const ResourceSet& demand,
-                               bool local_has_room) const {
-  if (node.node_id == view_.local_id()) return local_has_room;
+bool ClusterScheduler::HasRoom(const std::string& local, const NodeView& node,
+                               const ResourceSet& demand, bool local_has_room) {
+  if (node.node_id == local) return local_has_room;
   return node.available.Contains(demand);
 }
 
-ClusterScheduler::Decision ClusterScheduler::Decide(
-    const ResourceSet& demand, const proto::SchedulingStrategy& strategy,
+ClusterScheduler::Decision ClusterScheduler::DecideFor(
+    const std::string& local, const ResourceSet& demand, const proto::SchedulingStrategy& strategy,
     const std::map<std::string, std::string>& label_selector, bool local_has_room) {
   // Candidates: nodes whose labels match and that could ever meet the demand.
   std::vector<const NodeView*> feasible;
@@ -133,9 +133,9 @@ ClusterScheduler::Decision ClusterScheduler::Decide(
     const NodeView* node = view_.Find(target);
     bool ok =
         node != nullptr && std::find(feasible.begin(), feasible.end(), node) != feasible.end();
-    if (ok && (!strategy.soft() || HasRoom(*node, demand, local_has_room))) {
+    if (ok && (!strategy.soft() || HasRoom(local, *node, demand, local_has_room))) {
       Decision d;
-      d.kind = target == view_.local_id() ? Decision::Kind::kLocal : Decision::Kind::kSpill;
+      d.kind = target == local ? Decision::Kind::kLocal : Decision::Kind::kSpill;
       d.node_id = target;
       // Soft: sent because it has room in the view; when the view was stale the target
       // refuses and the owner's node decides again.
@@ -155,25 +155,25 @@ ClusterScheduler::Decision ClusterScheduler::Decide(
   if (strategy.kind() == proto::SchedulingStrategy::SPREAD) {
     const NodeView* best = nullptr;
     for (const NodeView* n : feasible) {
-      if (!HasRoom(*n, demand, local_has_room)) continue;
+      if (!HasRoom(local, *n, demand, local_has_room)) continue;
       if (best == nullptr || spread_counts_[n->node_id] < spread_counts_[best->node_id]) best = n;
     }
     if (best != nullptr) {
       ++spread_counts_[best->node_id];
       Decision d;
-      d.kind = best->node_id == view_.local_id() ? Decision::Kind::kLocal : Decision::Kind::kSpill;
+      d.kind = best->node_id == local ? Decision::Kind::kLocal : Decision::Kind::kSpill;
       d.node_id = best->node_id;
       d.grant_or_reject = d.kind == Decision::Kind::kSpill;
       return d;
     }
   }
-  return Hybrid(demand, feasible, local_has_room);
+  return Hybrid(local, demand, feasible, local_has_room);
 }
 
-ClusterScheduler::Decision ClusterScheduler::Hybrid(const ResourceSet& demand,
+ClusterScheduler::Decision ClusterScheduler::Hybrid(const std::string& local,
+                                                    const ResourceSet& demand,
                                                     const std::vector<const NodeView*>& candidates,
                                                     bool local_has_room) {
-  const std::string& local = view_.local_id();
   // The local node under the threshold takes it without looking further (packing).
   const NodeView* local_node = view_.Find(local);
   bool local_feasible = local_node != nullptr && std::find(candidates.begin(), candidates.end(),
@@ -183,7 +183,7 @@ ClusterScheduler::Decision ClusterScheduler::Hybrid(const ResourceSet& demand,
   }
   std::vector<std::pair<double, const NodeView*>> scored;
   for (const NodeView* n : candidates) {
-    if (!HasRoom(*n, demand, local_has_room)) continue;
+    if (!HasRoom(local, *n, demand, local_has_room)) continue;
     double score = Utilisation(*n, demand);
     if (score < spread_threshold_) score = 0;
     scored.emplace_back(score, n);

@@ -105,16 +105,25 @@ class ClusterScheduler {
   // Where a lease for `demand` should go. `local_has_room`: the local node could allocate
   // it now (its exact state, fresher than the view).
   Decision Decide(const ResourceSet& demand, const proto::SchedulingStrategy& strategy,
-                  const std::map<std::string, std::string>& label_selector, bool local_has_room);
+                  const std::map<std::string, std::string>& label_selector, bool local_has_room) {
+    return DecideFor(view_.local_id(), demand, strategy, label_selector, local_has_room);
+  }
+  // The same, as if `local` (a node of the view, or "" for none) were the local node: the
+  // head, which has no node of its own, decides for an actor's creator's node. kLocal then
+  // means `local`; `local_has_room` is about it.
+  Decision DecideFor(const std::string& local, const ResourceSet& demand,
+                     const proto::SchedulingStrategy& strategy,
+                     const std::map<std::string, std::string>& label_selector, bool local_has_room);
 
   // The utilisation of `node` after granting `demand`: the largest (total - available +
   // demand) / total over the demand's resources (0 for an empty demand).
   static double Utilisation(const NodeView& node, const ResourceSet& demand);
 
  private:
-  Decision Hybrid(const ResourceSet& demand, const std::vector<const NodeView*>& candidates,
-                  bool local_has_room);
-  bool HasRoom(const NodeView& node, const ResourceSet& demand, bool local_has_room) const;
+  Decision Hybrid(const std::string& local, const ResourceSet& demand,
+                  const std::vector<const NodeView*>& candidates, bool local_has_room);
+  static bool HasRoom(const std::string& local, const NodeView& node, const ResourceSet& demand,
+                      bool local_has_room);
 
   const ClusterView& view_;
   double spread_threshold_;

@@ -19,12 +19,17 @@ LocalResourceManager::LocalResourceManager(ResourceSet total)
   gpu_free_.assign(static_cast<std::size_t>(total_.GetFixed("GPU") / kOne), kOne);
 }
 
-absl::Status LocalResourceManager::CheckFeasible(const ResourceSet& demand) const {
+absl::Status LocalResourceManager::CheckDeviceRules(const ResourceSet& demand) {
   int64_t gpu = demand.GetFixed("GPU");
   if (gpu > kOne && gpu % kOne != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("a GPU demand above 1 must be a whole number, got ", demand.Get("GPU")));
   }
+  return absl::OkStatus();
+}
+
+absl::Status LocalResourceManager::CheckFeasible(const ResourceSet& demand) const {
+  if (absl::Status s = CheckDeviceRules(demand); !s.ok()) return s;
   if (!total_.Contains(demand)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "demand ", demand.ToString(), " exceeds the node's total ", total_.ToString()));

@@ -1,0 +1,470 @@
+// Actors across nodes: a head and two nodes started with the raio CLI as on several hosts
+// (as multinode_test.cc), drivers attached to different nodes (RAIO_NODE_ID). The head
+// keeps the actor directory: an actor created from one node is named, found, called and
+// killed from another; its node follows its demand, strategy and label selector; names
+// are unique cluster-wide; a detached actor outlives its job; the actors of a node that
+// leaves die naming it. Drivers are this binary in a scenario mode; a scenario that needs a
+// second driver on another node runs it itself (RunCommand), while its own actor lives.
+#include <gtest/gtest.h>
+#include <raio/raio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "test_functions.h"
+
+using namespace raio_test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+// An actor that counts and says where it runs.
+class Tally {
+ public:
+  static Tally* Create(int start) { return new Tally(start); }
+  int Add(int by) { return value_ += by; }
+  std::string Node() { return raio::GetNodeId(); }
+
+ private:
+  explicit Tally(int start) : value_(start) {}
+  int value_;
+};
+RAIO_REMOTE(Tally::Create, &Tally::Add, &Tally::Node);
+
+std::string g_self;
+std::filesystem::path g_base_tmp;
+
+std::string Cli(const std::string& args) { return std::string(RAIO_CLI_PATH) + " " + args; }
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+class MultiNodeActorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = g_base_tmp / ("raio-mnactor-" + std::to_string(getpid()) + "-" +
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    ::setenv("TMPDIR", dir_.c_str(), 1);
+    ::unsetenv("RAIO_ADDRESS");
+    auto r = RunCommand(Cli("start --head --port 0 --num-cpus 2 --labels '{\"zone\": \"a\"}'"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto pos = r.output.find("started at ");
+    ASSERT_NE(pos, std::string::npos) << r.output;
+    address_ = r.output.substr(pos + 11, r.output.find('\n', pos) - pos - 11);
+    AddNode("--num-cpus 2 --labels '{\"zone\": \"b\"}'");
+    AddNode("--num-cpus 2 --resources '{\"special\": 1}' --labels '{\"zone\": \"c\"}'");
+    zones_ = Nodes();
+    ASSERT_EQ(zones_.size(), 3u);
+  }
+  void TearDown() override {
+    auto r = RunCommand(Cli("stop"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::filesystem::remove_all(dir_);
+  }
+  void AddNode(const std::string& flags) {
+    auto r = RunCommand(Cli("start --address " + address_ + " --node-ip 127.0.0.1 " + flags));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
+  // `raio list nodes --json`: zone label -> node id.
+  std::map<std::string, std::string> Nodes() {
+    auto r = RunCommand(Cli("list nodes --json --address " + address_), false);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::map<std::string, std::string> zones;
+    json j = json::parse(r.output, nullptr, false);
+    for (const auto& n : j.value("nodes", json::array())) {
+      zones[n["labels"].value("zone", "?")] = n["node_id"].get<std::string>();
+    }
+    return zones;
+  }
+  // `raio list actors --json`: name -> that actor's entry (unnamed ones left out).
+  std::map<std::string, json> Actors() {
+    auto r = RunCommand(Cli("list actors --json --address " + address_), false);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::map<std::string, json> actors;
+    json j = json::parse(r.output, nullptr, false);
+    for (const auto& a : j.value("actors", json::array())) {
+      if (a.contains("name")) actors[a["name"].get<std::string>()] = a;
+    }
+    return actors;
+  }
+  // A driver attached to the node of `zone`, running `scenario`, with the zones' node ids
+  // in A_NODE, B_NODE and C_NODE.
+  std::string Driver(const std::string& scenario, const std::string& zone,
+                     const std::string& env = "") {
+    return "A_NODE=" + zones_["a"] + " B_NODE=" + zones_["b"] + " C_NODE=" + zones_["c"] + " " +
+           env + " RAIO_NODE_ID=" + zones_[zone] + " RAIO_ADDRESS=" + address_ +
+           " RAIO_TEST_SCENARIO=" + scenario + " " + g_self;
+  }
+  static bool Has(const std::string& output, const std::string& what) {
+    return output.find(what) != std::string::npos;
+  }
+
+  std::filesystem::path dir_;
+  std::string address_;
+  std::map<std::string, std::string> zones_;
+};
+
+TEST_F(MultiNodeActorTest, ANamedActorCreatedFromOneNodeIsCalledByNameFromAnother) {
+  auto r = RunCommand(Driver("create_then_call_from_b", "a"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Created by a driver on node a, with no demand: placed on its creator's node.
+  EXPECT_TRUE(Has(r.output, "actor on " + zones_["a"])) << r.output;
+  // A driver on node b found it by name and called it there.
+  EXPECT_TRUE(Has(r.output, "child: driver on " + zones_["b"])) << r.output;
+  EXPECT_TRUE(Has(r.output, "child: called 16 on " + zones_["a"])) << r.output;
+  EXPECT_TRUE(Has(r.output, "after child 16")) << r.output;
+}
+
+TEST_F(MultiNodeActorTest, AnActorWhoseDemandOnlyOneNodeMeetsIsPlacedThere) {
+  auto r = RunCommand(Driver("special", "a"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Has(r.output, "special on " + zones_["c"])) << r.output;
+  // `raio list actors` names its node.
+  EXPECT_TRUE(Has(r.output, "listed on " + zones_["c"])) << r.output;
+}
+
+TEST_F(MultiNodeActorTest, ANameTakenOnOneNodeIsRefusedOnAnother) {
+  auto r = RunCommand(Driver("name_conflict", "a"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Has(r.output, "child: refused: InvalidUsageError")) << r.output;
+  EXPECT_TRUE(Has(r.output, "an actor named 'dup' already exists in namespace 'shared'"))
+      << r.output;
+  EXPECT_TRUE(Has(r.output, "child: other namespace ok")) << r.output;
+}
+
+TEST_F(MultiNodeActorTest, NodeAffinitySpreadAndLabelSelectorsPlaceActors) {
+  auto r = RunCommand(Driver("placement", "a"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Has(r.output, "affinity on " + zones_["c"])) << r.output;
+  EXPECT_TRUE(Has(r.output, "soft ok")) << r.output;
+  EXPECT_TRUE(Has(r.output, "hard unknown: UnschedulableError")) << r.output;
+  EXPECT_TRUE(Has(r.output, "spread 3")) << r.output;
+  EXPECT_TRUE(Has(r.output, "label on " + zones_["b"])) << r.output;
+  EXPECT_TRUE(Has(r.output, "bad selector: InvalidUsageError")) << r.output;
+}
+
+TEST_F(MultiNodeActorTest, AnActorKilledByNameFromAnotherNodeIsDeadEverywhere) {
+  auto r = RunCommand(Driver("kill_from_b", "a"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Has(r.output, "victim on " + zones_["c"])) << r.output;
+  EXPECT_TRUE(Has(r.output, "child: killed")) << r.output;
+  EXPECT_TRUE(Has(r.output, "parent: ActorDiedError")) << r.output;
+  EXPECT_TRUE(Has(r.output, "killed with Kill()")) << r.output;
+  EXPECT_TRUE(Has(r.output, "name free")) << r.output;
+}
+
+TEST_F(MultiNodeActorTest, ADetachedActorOutlivesItsJobAndALaterDriverFindsIt) {
+  auto first = RunCommand(Driver("detached_create", "b"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // The first job is over: its plain actor died with it, the detached one lives on.
+  std::map<std::string, json> actors;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        actors = Actors();
+        return actors.count("temp") && actors["temp"].value("state", "") == "ACTOR_DEAD";
+      },
+      20s));
+  EXPECT_EQ(actors["temp"].value("death_cause", ""), "its job ended");
+  ASSERT_TRUE(actors.count("keeper"));
+  EXPECT_EQ(actors["keeper"].value("state", ""), "ACTOR_ALIVE");
+  EXPECT_TRUE(actors["keeper"].value("detached", false));
+  // A later driver, on another node, finds it by name with its state.
+  auto later = RunCommand(Driver("detached_use", "c"));
+  ASSERT_EQ(later.exit_code, 0) << later.output;
+  EXPECT_TRUE(Has(later.output, "keeper total 7")) << later.output;
+  EXPECT_TRUE(Has(later.output, "temp gone")) << later.output;
+  EXPECT_TRUE(WaitFor([&] { return Actors()["keeper"].value("state", "") == "ACTOR_DEAD"; }, 20s));
+}
+
+TEST_F(MultiNodeActorTest, TheActorsOfANodeThatLeavesDieNamingIt) {
+  std::string out_file = (dir_ / "leaves.out").string();
+  std::string cmd = Driver("outlive_node", "a") + " > " + out_file + " 2>&1 &";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto read = [&] {
+    std::ifstream in(out_file);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  std::string output;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        output = read();
+        return Has(output, "ready");
+      },
+      30s))
+      << output;
+  // End node c's daemon (its record names its node id).
+  pid_t pid = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ / "raio" / "nodes")) {
+    std::ifstream in(e.path());
+    json j = json::parse(in, nullptr, false);
+    if (j.value("node_id", "") == zones_["c"]) pid = j.value("pid", 0);
+  }
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        output = read();
+        return Has(output, "done");
+      },
+      30s))
+      << output;
+  EXPECT_TRUE(Has(output, "ActorDiedError")) << output;
+  EXPECT_TRUE(Has(output, "its node " + zones_["c"] + " left the cluster")) << output;
+  auto actors = Actors();
+  ASSERT_TRUE(actors.count("on-c"));
+  EXPECT_EQ(actors["on-c"].value("state", ""), "ACTOR_DEAD");
+  EXPECT_TRUE(Has(actors["on-c"].value("death_cause", ""), zones_["c"]));
+}
+
+// ---- scenarios (drivers) ----
+
+// Runs a driver of `scenario` on the node of B_NODE (or `node`) and prints its output
+// lines prefixed with "child: ".
+void RunChild(const std::string& scenario, const std::string& node = Env("B_NODE")) {
+  auto r = RunCommand("RAIO_NODE_ID=" + node + " RAIO_TEST_SCENARIO=" + scenario + " " + g_self);
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) std::cout << "child: " << line << "\n";
+  std::cout << "child exit " << r.exit_code << std::endl;
+}
+
+void InitShared() {
+  raio::InitOptions options;
+  options.ns = "shared";
+  raio::Init(options);
+}
+
+int ScenarioCreateThenCallFromB() {
+  InitShared();
+  auto counter = raio::Actor(Tally::Create).SetName("counter").Remote(10);
+  std::cout << "actor on " << counter.Task(&Tally::Node).Remote().Get(60s) << std::endl;
+  if (counter.Task(&Tally::Add).Remote(1).Get(60s) != 11) return 1;
+  RunChild("call_by_name");
+  std::cout << "after child " << counter.Task(&Tally::Add).Remote(0).Get(60s) << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioCallByName() {
+  InitShared();
+  std::cout << "driver on " << raio::GetNodeId() << std::endl;
+  auto counter = raio::GetActor<Tally>("counter");
+  if (!counter) return 3;
+  int total = counter->Task(&Tally::Add).Remote(5).Get(60s);
+  std::cout << "called " << total << " on " << counter->Task(&Tally::Node).Remote().Get(60s)
+            << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioSpecial() {
+  InitShared();
+  auto special = raio::Actor(Tally::Create).SetName("special").SetResource("special", 1).Remote(0);
+  std::cout << "special on " << special.Task(&Tally::Node).Remote().Get(60s) << std::endl;
+  auto list = RunCommand(Cli("list actors --json --address " + Env("RAIO_ADDRESS")), false);
+  json j = json::parse(list.output, nullptr, false);
+  for (const auto& a : j.value("actors", json::array())) {
+    if (a.value("name", "") == "special") {
+      std::cout << "listed on " << a.value("node_id", "?") << std::endl;
+    }
+  }
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioNameConflict() {
+  InitShared();
+  auto dup = raio::Actor(Tally::Create).SetName("dup").Remote(0);
+  dup.Task(&Tally::Add).Remote(0).Get(60s);
+  RunChild("create_dup");
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioCreateDup() {
+  InitShared();
+  try {
+    raio::Actor(Tally::Create).SetName("dup").Remote(1);
+    std::cout << "not refused" << std::endl;
+  } catch (const raio::InvalidUsageError& e) {
+    std::cout << "refused: InvalidUsageError: " << e.what() << std::endl;
+  }
+  auto other = raio::Actor(Tally::Create).SetName("dup").SetNamespace("other").Remote(1);
+  if (other.Task(&Tally::Add).Remote(1).Get(60s) == 2) std::cout << "other namespace ok\n";
+  raio::Shutdown();
+  return 0;
+}
+
+template <typename F>
+void Expect(const std::string& what, F f) {
+  try {
+    f();
+    std::cout << what << ": no error\n";
+  } catch (const raio::UnschedulableError&) {
+    std::cout << what << ": UnschedulableError\n";
+  } catch (const raio::InvalidUsageError&) {
+    std::cout << what << ": InvalidUsageError\n";
+  } catch (const std::exception& e) {
+    std::cout << what << ": " << e.what() << "\n";
+  }
+}
+
+int ScenarioPlacement() {
+  InitShared();
+  auto on_c = raio::Actor(Tally::Create)
+                  .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(Env("C_NODE")))
+                  .Remote(0);
+  std::cout << "affinity on " << on_c.Task(&Tally::Node).Remote().Get(60s) << "\n";
+  auto soft = raio::Actor(Tally::Create)
+                  .SetSchedulingStrategy(
+                      raio::SchedulingStrategy::NodeAffinity("0000000000000001", /*soft=*/true))
+                  .Remote(0);
+  soft.Task(&Tally::Node).Remote().Get(60s);
+  std::cout << "soft ok\n";
+  Expect("hard unknown", [] {
+    raio::Actor(Tally::Create)
+        .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity("0000000000000001"))
+        .Remote(0);
+  });
+  std::vector<raio::ActorHandle<Tally>> spread;
+  for (int i = 0; i < 3; ++i) {
+    spread.push_back(raio::Actor(Tally::Create)
+                         .SetSchedulingStrategy(raio::SchedulingStrategy::Spread())
+                         .Remote(0));
+  }
+  std::set<std::string> spread_nodes;
+  for (auto& a : spread) spread_nodes.insert(a.Task(&Tally::Node).Remote().Get(60s));
+  std::cout << "spread " << spread_nodes.size() << "\n";
+  auto labelled = raio::Actor(Tally::Create).SetLabelSelector({{"zone", "b"}}).Remote(0);
+  std::cout << "label on " << labelled.Task(&Tally::Node).Remote().Get(60s) << "\n";
+  Expect("bad selector", [] {
+    raio::Actor(Tally::Create).SetLabelSelector({{"zone", "in(a"}}).Remote(0);
+  });
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioKillFromB() {
+  InitShared();
+  auto victim = raio::Actor(Tally::Create).SetName("victim").SetResource("special", 1).Remote(0);
+  std::cout << "victim on " << victim.Task(&Tally::Node).Remote().Get(60s) << std::endl;
+  RunChild("kill_by_name");
+  try {
+    victim.Task(&Tally::Add).Remote(1).Get(60s);
+    std::cout << "parent: still alive\n";
+  } catch (const raio::ActorDiedError& e) {
+    std::cout << "parent: ActorDiedError: " << e.what() << "\n";
+  }
+  if (!raio::GetActor<Tally>("victim")) std::cout << "name free\n";
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioKillByName() {
+  InitShared();
+  auto victim = raio::GetActor<Tally>("victim");
+  if (!victim) return 3;
+  victim->Kill();
+  std::cout << "killed" << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioDetachedCreate() {
+  InitShared();
+  auto keeper = raio::Actor(Tally::Create).SetName("keeper").SetDetached().Remote(5);
+  auto temp = raio::Actor(Tally::Create).SetName("temp").Remote(0);
+  if (keeper.Task(&Tally::Add).Remote(1).Get(60s) != 6) return 1;
+  if (temp.Task(&Tally::Add).Remote(1).Get(60s) != 1) return 2;
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioDetachedUse() {
+  InitShared();
+  auto keeper = raio::GetActor<Tally>("keeper");
+  if (!keeper) return 1;
+  std::cout << "keeper total " << keeper->Task(&Tally::Add).Remote(1).Get(60s) << std::endl;
+  if (!raio::GetActor<Tally>("temp")) std::cout << "temp gone" << std::endl;
+  keeper->Kill();
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioOutliveNode() {
+  InitShared();
+  auto on_c = raio::Actor(Tally::Create).SetName("on-c").SetResource("special", 1).Remote(0);
+  if (on_c.Task(&Tally::Node).Remote().Get(60s) != Env("C_NODE")) return 1;
+  std::cout << "ready" << std::endl;
+  // Calls until one fails: node c is ended meanwhile.
+  for (int i = 0; i < 3000; ++i) {
+    try {
+      on_c.Task(&Tally::Add).Remote(1).Get(60s);
+    } catch (const raio::ActorDiedError& e) {
+      std::cout << "ActorDiedError: " << e.what() << std::endl;
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  // A later call gets the head's answer: dead, naming the node.
+  try {
+    on_c.Task(&Tally::Add).Remote(1).Get(60s);
+  } catch (const raio::ActorDiedError& e) {
+    std::cout << "ActorDiedError: " << e.what() << std::endl;
+  }
+  std::cout << "done" << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
+  g_self = std::filesystem::read_symlink("/proc/self/exe").string();
+  g_base_tmp = std::filesystem::temp_directory_path();
+  if (const char* scenario = std::getenv("RAIO_TEST_SCENARIO")) {
+    try {
+      std::map<std::string, int (*)()> scenarios = {
+          {"create_then_call_from_b", ScenarioCreateThenCallFromB},
+          {"call_by_name", ScenarioCallByName},
+          {"special", ScenarioSpecial},
+          {"name_conflict", ScenarioNameConflict},
+          {"create_dup", ScenarioCreateDup},
+          {"placement", ScenarioPlacement},
+          {"kill_from_b", ScenarioKillFromB},
+          {"kill_by_name", ScenarioKillByName},
+          {"detached_create", ScenarioDetachedCreate},
+          {"detached_use", ScenarioDetachedUse},
+          {"outlive_node", ScenarioOutliveNode},
+      };
+      auto it = scenarios.find(scenario);
+      if (it == scenarios.end()) {
+        std::cerr << "unknown scenario " << scenario << "\n";
+        return 64;
+      }
+      return it->second();
+    } catch (const std::exception& e) {
+      std::cerr << "scenario failed: " << e.what() << "\n";
+      return 65;
+    }
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
