@@ -72,6 +72,7 @@ class MultiNodeActorTest : public ::testing::Test {
     AddNode("--num-cpus 2 --resources '{\"special\": 1}' --labels '{\"zone\": \"c\"}'");
     zones_ = Nodes();
     ASSERT_EQ(zones_.size(), 3u);
+    for (const auto& zone : {"a", "b", "c"}) ASSERT_EQ(zones_[zone].size(), 16u) << zone;
   }
   void TearDown() override {
     auto r = RunCommand(Cli("stop"));

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 
+#include "raio/actor.pb.h"
 #include "raio/common/event_loop.h"
 #include "raio/head.pb.h"
 #include "raio/node.pb.h"
@@ -164,6 +166,88 @@ TEST_F(HeadServiceTest, MalformedAndUnservedRequestsGetClearErrorsAndTheHeadGoes
   EXPECT_EQ(u.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(u.status().message().find("PUSH_TASK"), std::string::npos) << u.status();
   EXPECT_TRUE(Register(*conn, "n9", 2).ok());
+}
+
+TEST_F(HeadServiceTest, ActorsCreatedThroughANodeArePlacedFoundAndDieWithTheirNode) {
+  // A node that accepts every placement and hands it to the test.
+  auto placed = std::make_shared<std::promise<proto::PlaceActorRequest>>();
+  auto node = rpc::ConnectTcp(loop_.io(), head_->address(), 2s);
+  ASSERT_TRUE(node.ok()) << node.status();
+  (*node)->Start(
+      [placed](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+               std::string_view body) {
+        if (h.method == proto::PLACE_ACTOR) {
+          proto::PlaceActorRequest req;
+          req.ParseFromArray(body.data(), static_cast<int>(body.size()));
+          placed->set_value(req);
+          c->Reply(h, proto::PlaceActorReply());  // ACCEPTED
+        } else {
+          c->Reply(h, proto::NodeStats());
+        }
+      },
+      nullptr);
+  ASSERT_TRUE(Register(**node, "n1", 4).ok());
+  auto driver = Connect("driver");
+  proto::RegisterJobRequest job_req;
+  job_req.set_executable("/bin/true");
+  auto job = rpc::CallSync<proto::REGISTER_JOB>(*driver, job_req);
+  ASSERT_TRUE(job.ok()) << job.status();
+
+  proto::CreateActorRequest create;
+  ActorId id = RandomId<ActorId>();
+  create.mutable_spec()->set_actor_id(id.Binary());
+  create.mutable_spec()->set_class_name("Counter");
+  create.mutable_spec()->set_name("c");
+  create.mutable_spec()->set_namespace_("ns");
+  create.set_job_id(job->job_id());
+  // Only through a node.
+  EXPECT_EQ(rpc::CallSync<proto::CREATE_ACTOR>(*driver, create).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto created = rpc::CallSync<proto::CREATE_ACTOR>(**node, create);
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto placement = placed->get_future();
+  ASSERT_EQ(placement.wait_for(5s), std::future_status::ready);
+  proto::PlaceActorRequest req = placement.get();
+  EXPECT_EQ(req.spec().actor_id(), id.Binary());
+  EXPECT_EQ(req.job().executable(), "/bin/true");
+
+  // The node reports it alive: any client finds it by name and learns where it is.
+  proto::ActorInfo alive;
+  alive.set_actor_id(id.Binary());
+  alive.set_state(proto::ACTOR_ALIVE);
+  alive.mutable_address()->set_ip("127.0.0.1");
+  alive.mutable_address()->set_port(4242);
+  rpc::Notify<proto::REPORT_ACTOR_STATE>(**node, alive);
+  proto::WaitActorRequest wait;
+  wait.set_actor_id(id.Binary());
+  auto info = rpc::CallSync<proto::WAIT_ACTOR>(*driver, wait, 5s);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->state(), proto::ACTOR_ALIVE);
+  EXPECT_EQ(info->address().port(), 4242);
+  EXPECT_EQ(info->node_id(), "n1");
+  proto::GetNamedActorRequest named;
+  named.set_name("c");
+  named.set_namespace_("ns");
+  EXPECT_TRUE(rpc::CallSync<proto::GET_NAMED_ACTOR>(*driver, named).ok());
+  auto list = rpc::CallSync<proto::LIST_CLUSTER_ACTORS>(*driver, proto::Empty());
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->actors_size(), 1);
+  EXPECT_EQ(list->actors(0).node_id(), "n1");
+
+  // The node's connection closes: a waiter for its next incarnation hears it is dead.
+  auto waiter = std::async(std::launch::async, [&] {
+    proto::WaitActorRequest next = wait;
+    next.set_min_incarnation(1);
+    return rpc::CallSync<proto::WAIT_ACTOR>(*driver, next, 10s);
+  });
+  (*node)->Close(absl::CancelledError("the node dies"));
+  auto dead = waiter.get();
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  EXPECT_EQ(dead->state(), proto::ACTOR_DEAD);
+  EXPECT_NE(dead->death_cause().find("its node n1 left the cluster"), std::string::npos)
+      << dead->death_cause();
+  EXPECT_EQ(rpc::CallSync<proto::GET_NAMED_ACTOR>(*driver, named).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 // Threading: not thread-safe; lives on the node daemon's loop.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,8 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "raio/actor.pb.h"
 #include "raio/common/ids.h"
+#include "raio/head.pb.h"
 #include "raio/node/scheduler/local_resource_manager.h"
 #include "raio/node/worker_pool/worker_pool.h"
 #include "raio/rpc/connection.h"
