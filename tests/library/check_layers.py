@@ -3,7 +3,8 @@
 
     check_layers.py <source dir>
 
-The layers (docs/design/libraries.md): common <- rpc <- {head, node} (raio_daemon) and
+The layers (docs/design/libraries.md): common <- rpc <- {head, node} (raio_daemon), with
+common <- scheduling <- {head, node}, and
 common <- rpc <- worker <- api/runtime.cc (raio_client). Client code reaches daemon code
 only through api/local_cluster.h, which names the head and node types without
 including their headers; the libraries above the core (src/raio/llm, and any other
@@ -19,8 +20,10 @@ import sys
 RULES = {
     "common": {"common"},
     "rpc": {"common", "rpc"},
-    "head": {"common", "rpc", "head"},
-    "node": {"common", "rpc", "node"},
+    # The cluster scheduling policy, shared by the head (actors) and the nodes (leases).
+    "scheduling": {"common", "scheduling"},
+    "head": {"common", "rpc", "scheduling", "head"},
+    "node": {"common", "rpc", "scheduling", "node"},
     "worker": {"common", "rpc", "worker"},
     "api/runtime.cc": {"common", "rpc", "worker", "api/local_cluster.h"},
     "api/local_cluster.h": {"common"},

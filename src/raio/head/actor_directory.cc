@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "raio/common/labels.h"
 #include "raio/common/logging.h"
-#include "raio/node/scheduler/local_resource_manager.h"
+#include "raio/scheduling/device_rules.h"
 
 namespace raio::head {
 
@@ -131,7 +131,7 @@ absl::StatusOr<proto::ActorInfo> ActorDirectory::Create(const proto::ActorSpec& 
   }
   auto demand = ResourceSet::FromProto(spec.resources());
   if (!demand.ok()) return demand.status();
-  if (absl::Status s = node::LocalResourceManager::CheckDeviceRules(*demand); !s.ok()) {
+  if (absl::Status s = scheduling::CheckDeviceRules(*demand); !s.ok()) {
     return absl::ResourceExhaustedError(absl::StrCat("no node can ever hold actor ",
                                                      spec.class_name(), ", which demands ",
                                                      demand->ToString(), " (", s.message(), ")"));
@@ -168,11 +168,11 @@ absl::StatusOr<proto::ActorInfo> ActorDirectory::Create(const proto::ActorSpec& 
 
 absl::Status ActorDirectory::Schedule(const ActorId& id, Record& r, bool at_creation) {
   if (r.state == proto::ACTOR_DEAD || r.placing || stopped_) return absl::OkStatus();
-  const node::NodeView* creator = view_.Find(r.creator_node);
+  const scheduling::NodeView* creator = view_.Find(r.creator_node);
   const bool creator_has_room = creator != nullptr && creator->available.Contains(r.demand);
-  node::ClusterScheduler::Decision d = scheduler_.DecideFor(
+  scheduling::ClusterScheduler::Decision d = scheduler_.DecideFor(
       r.creator_node, r.demand, r.spec.scheduling_strategy(), SelectorOf(r.spec), creator_has_room);
-  if (d.kind == node::ClusterScheduler::Decision::Kind::kInfeasible) {
+  if (d.kind == scheduling::ClusterScheduler::Decision::Kind::kInfeasible) {
     std::string why =
         absl::StrCat("no node can ever hold actor ", r.spec.class_name(), ", which demands ",
                      d.message, "; cluster resources: ", ClusterDescription());
@@ -196,12 +196,12 @@ absl::Status ActorDirectory::Schedule(const ActorId& id, Record& r, bool at_crea
     return absl::OkStatus();
   }
   const std::string target =
-      d.kind == node::ClusterScheduler::Decision::Kind::kLocal ? r.creator_node : d.node_id;
+      d.kind == scheduling::ClusterScheduler::Decision::Kind::kLocal ? r.creator_node : d.node_id;
   if (r.infeasible) RAIO_LOG_INFO("actor {} can be scheduled now", id.Hex());
   infeasible_.erase(id);
   r.infeasible = false;
   r.pending_reason.clear();
-  const node::NodeView* node = view_.Find(target);
+  const scheduling::NodeView* node = view_.Find(target);
   proto::PlaceActorRequest req;
   *req.mutable_spec() = r.spec;
   req.set_job_id(r.job.job_id());

@@ -1,7 +1,7 @@
 // ActorDirectory: the head's actor table and actor scheduler (Ray's GcsActorManager with
 // GcsActorScheduler in its GCS-side mode). It registers every actor of the cluster (names
 // unique per namespace among live actors, cluster-wide), picks the node each one goes to
-// with the cluster scheduler (node/scheduler/cluster_scheduler.h: the actor's demand,
+// with the cluster scheduler (scheduling/cluster_scheduler.h: the actor's demand,
 // strategy and label selector, deciding for the creator's node as the local one), asks
 // that node to create it (PLACE_ACTOR), follows the node's reports of its state (got its
 // resources, ALIVE with its address, RESTARTING, DEAD with the cause), and answers
@@ -43,7 +43,7 @@
 #include "raio/common/ids.h"
 #include "raio/common/resources.h"
 #include "raio/head.pb.h"
-#include "raio/node/scheduler/cluster_scheduler.h"
+#include "raio/scheduling/cluster_scheduler.h"
 
 namespace raio::head {
 
@@ -151,8 +151,8 @@ class ActorDirectory {
   Options options_;
   // The head's picture of the nodes: no node is its own ("" local), so that every entry
   // follows the reports and is lowered on each placement until the next one.
-  node::ClusterView view_{""};
-  node::ClusterScheduler scheduler_;
+  scheduling::ClusterView view_{""};
+  scheduling::ClusterScheduler scheduler_;
   std::map<ActorId, Record> actors_;
   std::map<std::pair<std::string, std::string>, ActorId> names_;  // (namespace, name)
   std::set<ActorId> infeasible_;                                  // waiting at the head

@@ -1,6 +1,7 @@
 #include "raio/node/scheduler/local_resource_manager.h"
 
 #include "absl/strings/str_cat.h"
+#include "raio/scheduling/device_rules.h"
 
 namespace raio::node {
 
@@ -19,17 +20,8 @@ LocalResourceManager::LocalResourceManager(ResourceSet total)
   gpu_free_.assign(static_cast<std::size_t>(total_.GetFixed("GPU") / kOne), kOne);
 }
 
-absl::Status LocalResourceManager::CheckDeviceRules(const ResourceSet& demand) {
-  int64_t gpu = demand.GetFixed("GPU");
-  if (gpu > kOne && gpu % kOne != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a GPU demand above 1 must be a whole number, got ", demand.Get("GPU")));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status LocalResourceManager::CheckFeasible(const ResourceSet& demand) const {
-  if (absl::Status s = CheckDeviceRules(demand); !s.ok()) return s;
+  if (absl::Status s = scheduling::CheckDeviceRules(demand); !s.ok()) return s;
   if (!total_.Contains(demand)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "demand ", demand.ToString(), " exceeds the node's total ", total_.ToString()));

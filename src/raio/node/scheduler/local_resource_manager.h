@@ -31,9 +31,6 @@ class LocalResourceManager {
   // OK when the node could ever run `demand` (ignoring current use); otherwise
   // ResourceExhausted/InvalidArgument naming what is missing.
   absl::Status CheckFeasible(const ResourceSet& demand) const;
-  // The rules every node's devices follow, whatever its totals: InvalidArgument for a GPU
-  // demand above 1 that is not a whole number (the head checks actors with it).
-  static absl::Status CheckDeviceRules(const ResourceSet& demand);
   // Takes `demand` if it is free now.
   std::optional<Allocation> TryAllocate(const ResourceSet& demand);
   void Release(const Allocation& allocation);

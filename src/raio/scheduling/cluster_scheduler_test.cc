@@ -1,4 +1,4 @@
-#include "raio/node/scheduler/cluster_scheduler.h"
+#include "raio/scheduling/cluster_scheduler.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "absl/strings/escaping.h"
 
-namespace raio::node {
+namespace raio::scheduling {
 namespace {
 
 using Kind = ClusterScheduler::Decision::Kind;
@@ -197,4 +197,4 @@ TEST(UtilisationTest, IsTheLargestShareOfAnyDemandedResource) {
 }
 
 }  // namespace
-}  // namespace raio::node
+}  // namespace raio::scheduling

@@ -1,4 +1,4 @@
-#include "raio/node/scheduler/cluster_scheduler.h"
+#include "raio/scheduling/cluster_scheduler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace raio::node {
+namespace raio::scheduling {
 
 namespace {
 
@@ -229,4 +229,4 @@ ClusterScheduler::Decision ClusterScheduler::Hybrid(const std::string& local,
   return d;
 }
 
-}  // namespace raio::node
+}  // namespace raio::scheduling
