@@ -3,13 +3,16 @@
 //   raio::Task(F).SetSchedulingStrategy(raio::SchedulingStrategy::Spread()).Remote();
 //   raio::Task(F).SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(id)).Remote();
 //   raio::Task(F).SetLabelSelector({{"zone", "in(a,b)"}, {"gpu", "!none"}}).Remote();
+//   raio::Actor(T::Create).SetSchedulingStrategy(raio::SchedulingStrategy::Spread()).Remote();
 //
 // DEFAULT (Ray's hybrid policy) packs work onto the caller's node until it is half used,
 // then spreads it over the least used nodes with room; SPREAD takes the node with room
 // that was chosen least often; NodeAffinity runs on one node (hex id, as
 // raio::GetNodeId() gives it), waiting for room there; `soft` lets it run elsewhere
 // when that node is gone, can never meet the demand, or is full. A hard affinity to a
-// node that is not in the cluster fails at Get() with UnschedulableError.
+// node that is not in the cluster fails at Get() with UnschedulableError (an actor's, at
+// Remote()). For an actor (decided by the head, for the creator's node) the choice is made
+// once, at creation; its restarts stay on that node.
 // Label selector values: "v" (the node's label equals v), "!v" (differs or is absent),
 // "in(a,b)" and "!in(a,b)"; nodes get labels from `raio start --labels JSON`.
 // Thread-safety: plain values.

@@ -234,6 +234,51 @@ TEST_F(MultiNodeActorTest, TheActorsOfANodeThatLeavesDieNamingIt) {
   EXPECT_TRUE(Has(actors["on-c"].value("death_cause", ""), zones_["c"]));
 }
 
+TEST_F(MultiNodeActorTest, AnActorNoNodeCanHoldWaitsVisiblyUntilANodeThatCanJoins) {
+  std::string out_file = (dir_ / "late.out").string();
+  std::string cmd = Driver("late_actor", "a") + " > " + out_file + " 2>&1 &";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto read = [&] {
+    std::ifstream in(out_file);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  // Listed as infeasible, by `raio status` and `raio list actors`, with no node.
+  CommandResult status;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        status = RunCommand(Cli("status --address " + address_));
+        return Has(status.output, "infeasible (no node can meet it; waits for one to join)") &&
+               Has(status.output, "late: 1");
+      },
+      20s))
+      << status.output;
+  auto actors = Actors();
+  ASSERT_TRUE(actors.count("late"));
+  EXPECT_TRUE(actors["late"].value("infeasible", false));
+  EXPECT_EQ(actors["late"].value("node_id", "?"), "");
+  // The creator was told once; its first call waits.
+  std::string output;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        output = read();
+        return Has(output, "pending while infeasible");
+      },
+      20s))
+      << output;
+  EXPECT_TRUE(Has(output, "cannot be scheduled")) << output;
+  AddNode("--num-cpus 1 --resources '{\"late\": 1}' --labels '{\"zone\": \"d\"}'");
+  std::string late = Nodes()["d"];
+  ASSERT_EQ(late.size(), 16u);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        output = read();
+        return Has(output, "late done");
+      },
+      30s))
+      << output;
+  EXPECT_TRUE(Has(output, "late on " + late)) << output;
+}
+
 // ---- scenarios (drivers) ----
 
 // Runs a driver of `scenario` on the node of B_NODE (or `node`) and prints its output
@@ -434,6 +479,18 @@ int ScenarioOutliveNode() {
   return 0;
 }
 
+int ScenarioLateActor() {
+  InitShared();
+  auto late = raio::Actor(Tally::Create).SetName("late").SetResource("late", 1).Remote(0);
+  auto where = late.Task(&Tally::Node).Remote();
+  auto [ready, pending] = raio::Wait(std::vector<raio::ObjectRef<std::string>>{where}, 1, 1s);
+  if (ready.empty()) std::cout << "pending while infeasible" << std::endl;
+  std::cout << "late on " << where.Get(60s) << std::endl;
+  std::cout << "late done" << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -454,6 +511,7 @@ int main(int argc, char** argv) {
           {"detached_create", ScenarioDetachedCreate},
           {"detached_use", ScenarioDetachedUse},
           {"outlive_node", ScenarioOutliveNode},
+          {"late_actor", ScenarioLateActor},
       };
       auto it = scenarios.find(scenario);
       if (it == scenarios.end()) {
