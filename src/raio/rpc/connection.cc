@@ -92,8 +92,8 @@ absl::StatusOr<uint32_t> Connection::BodyBytes(const google::protobuf::MessageLi
   const uint64_t body = (message ? message->ByteSizeLong() : 0) + suffix_bytes + tail_bytes;
   if (body > config::kMaxFrameBytes) {
     return absl::InvalidArgumentError(absl::StrCat("a frame of ", body, " bytes for ", peer_name_,
-                                                   " is over the limit of ",
-                                                   config::kMaxFrameBytes, " bytes"));
+                                                   " is over the limit of ", config::kMaxFrameBytes,
+                                                   " bytes"));
   }
   return static_cast<uint32_t>(body);
 }
@@ -171,8 +171,7 @@ void Connection::WriteLoop() {
     writing_q_.Swap(out_);  // out_ takes the cleared queue, and its memory
   }
   writing_q_.Buffers(&write_bufs_);
-  auto on_written = [self = shared_from_this()](const boost::system::error_code& ec,
-                                                std::size_t) {
+  auto on_written = [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
     // The stream is done with the bytes: drop the tails' keep-alives (outside mu_).
     Released released;
     self->writing_q_.Clear(&released);
@@ -221,9 +220,8 @@ void Connection::StartCall(uint32_t method, const google::protobuf::MessageLite&
     if (closed_) refused = absl::UnavailableError("connection to " + peer_name_ + " is closed");
     if (!refused.ok()) {
       if (tail.keep_alive) released.push_back(std::move(tail.keep_alive));
-      boost::asio::post(io_, [call = std::move(call), refused]() mutable {
-        Complete(call, refused);
-      });
+      boost::asio::post(io_,
+                        [call = std::move(call), refused]() mutable { Complete(call, refused); });
     } else {
       const uint64_t id = next_request_id_++;
       PendingCall& pending = pending_[id];
@@ -381,8 +379,9 @@ void Connection::ReadMore() {
     raio::MutexLock lock(&mu_);
     if (closed_) return;
   }
-  auto on_read = [self = shared_from_this()](const boost::system::error_code& ec,
-                                             std::size_t n) { self->OnRead(ec, n); };
+  auto on_read = [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+    self->OnRead(ec, n);
+  };
   switch (phase_) {
     case ReadPhase::kFrames: {
       const std::size_t capacity = read_buf_.capacity();
@@ -539,8 +538,8 @@ bool Connection::ProcessBuffered() {
   return true;
 }
 
-void Connection::StartBody(const FrameHeader& h, std::size_t header_bytes,
-                           std::size_t contiguous, bool to_tail) {
+void Connection::StartBody(const FrameHeader& h, std::size_t header_bytes, std::size_t contiguous,
+                           bool to_tail) {
   frame_header_ = h;
   frame_to_tail_ = to_tail;
   frame_need_ = contiguous - header_bytes;
@@ -610,8 +609,7 @@ bool Connection::FinishTail() {
 }
 
 void Connection::Skip(uint64_t n) {
-  const std::size_t here =
-      static_cast<std::size_t>(std::min<uint64_t>(n, read_end_ - read_begin_));
+  const std::size_t here = static_cast<std::size_t>(std::min<uint64_t>(n, read_end_ - read_begin_));
   read_begin_ += here;
   n -= here;
   if (n == 0) return;
@@ -666,7 +664,8 @@ void Connection::Dispatch(const FrameHeader& h, std::string_view body) {
         // Debian's abseil aborts the process on one.
         if (!s.ParseFromArray(body.data(), static_cast<int>(body.size())) ||
             s.code() == static_cast<int32_t>(absl::StatusCode::kOk)) {
-          Complete(call, PeerError(absl::InternalError("malformed error reply from " + peer_name_)));
+          Complete(call,
+                   PeerError(absl::InternalError("malformed error reply from " + peer_name_)));
         } else {
           Complete(call,
                    PeerError(absl::Status(static_cast<absl::StatusCode>(s.code()), s.message())));

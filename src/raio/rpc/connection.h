@@ -151,11 +151,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(std::unique_ptr<Stream> stream, std::string peer_name);
   using Released = std::vector<std::shared_ptr<const void>>;
   struct PendingCall {
-    ReplyCallback callback;              // a Call
-    TailedReplyCallback tailed;          // or a CallInto, with its buffer:
+    ReplyCallback callback;      // a Call
+    TailedReplyCallback tailed;  // or a CallInto, with its buffer:
     std::span<char> tail_buffer;
-    bool receiving_tail = false;         // its reply's tail is being read into tail_buffer
-    bool timed_out = false;              // its deadline passed while receiving_tail
+    bool receiving_tail = false;  // its reply's tail is being read into tail_buffer
+    bool timed_out = false;       // its deadline passed while receiving_tail
     std::unique_ptr<raio::Timer> timer;
   };
   // What the reader does with the bytes it reads (loop thread).
@@ -169,9 +169,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The body length of a frame, or an error when it is over config::kMaxFrameBytes.
   absl::StatusOr<uint32_t> BodyBytes(const google::protobuf::MessageLite* message,
                                      std::size_t suffix_bytes, std::size_t tail_bytes) const;
-  void StartCall(uint32_t method, const google::protobuf::MessageLite& request,
-                 PendingCall call, std::optional<std::chrono::milliseconds> timeout,
-                 std::string_view suffix, RawTail tail);
+  void StartCall(uint32_t method, const google::protobuf::MessageLite& request, PendingCall call,
+                 std::optional<std::chrono::milliseconds> timeout, std::string_view suffix,
+                 RawTail tail);
   void AppendFrameLocked(FrameKind kind, uint32_t method, uint64_t request_id,
                          const google::protobuf::MessageLite* message, std::size_t message_bytes,
                          std::string_view suffix, RawTail tail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -71,8 +71,7 @@ TEST(FrameTest, RejectsUnsupportedVersion) {
   absl::StatusOr<std::size_t> parsed =
       ParseFrameHeader(std::string_view(b.data(), b.size()), 1000, &out);
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(parsed.status().message().find("version 3"), std::string_view::npos)
-      << parsed.status();
+  EXPECT_NE(parsed.status().message().find("version 3"), std::string_view::npos) << parsed.status();
 }
 
 TEST(FrameTest, RejectsUnknownKind) {
@@ -102,19 +101,19 @@ using TailBytes = std::array<char, kTailFrameHeaderBytes>;
 
 TEST(FrameTest, FrameWithATailHasAVersion2HeaderWithItsLength) {
   TailBytes b{};
-  EXPECT_EQ(EncodeFrameHeader({FrameKind::kReply, 37, 0x1122334455667788ull, 70000, 65536},
-                              b.data()),
-            kTailFrameHeaderBytes);
+  EXPECT_EQ(
+      EncodeFrameHeader({FrameKind::kReply, 37, 0x1122334455667788ull, 70000, 65536}, b.data()),
+      kTailFrameHeaderBytes);
   auto u8 = [&](int i) { return static_cast<uint8_t>(b[i]); };
   EXPECT_EQ(u8(2), kTailFrameVersion);
-  EXPECT_EQ(u8(3), 1);  // kReply
+  EXPECT_EQ(u8(3), 1);      // kReply
   EXPECT_EQ(u8(20), 0x00);  // tail length 65536, little-endian
   EXPECT_EQ(u8(21), 0x00);
   EXPECT_EQ(u8(22), 0x01);
   EXPECT_EQ(u8(23), 0x00);
   FrameHeader out;
-  absl::StatusOr<std::size_t> n = ParseFrameHeader(std::string_view(b.data(), b.size()),
-                                                   1u << 20, &out);
+  absl::StatusOr<std::size_t> n =
+      ParseFrameHeader(std::string_view(b.data(), b.size()), 1u << 20, &out);
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, kTailFrameHeaderBytes);
   EXPECT_EQ(out.kind, FrameKind::kReply);
@@ -149,10 +148,9 @@ TEST(FrameTest, ParseWaitsForTheWholeHeaderOfEitherVersion) {
   }
   // A bad first part is refused as soon as it is there, before the tail length comes.
   v2[3] = 9;
-  EXPECT_EQ(ParseFrameHeader(std::string_view(v2.data(), kFrameHeaderBytes), 100, &out)
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ParseFrameHeader(std::string_view(v2.data(), kFrameHeaderBytes), 100, &out).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(FrameTest, RejectsATailLongerThanTheBody) {
@@ -162,7 +160,8 @@ TEST(FrameTest, RejectsATailLongerThanTheBody) {
   EXPECT_TRUE(ParseFrameHeader(std::string_view(b.data(), b.size()), 1000, &out).ok());
   std::uint32_t longer = 101;
   std::memcpy(b.data() + 20, &longer, sizeof(longer));
-  absl::StatusOr<std::size_t> n = ParseFrameHeader(std::string_view(b.data(), b.size()), 1000, &out);
+  absl::StatusOr<std::size_t> n =
+      ParseFrameHeader(std::string_view(b.data(), b.size()), 1000, &out);
   EXPECT_EQ(n.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(n.status().message().find("tail of 101 bytes"), std::string_view::npos) << n.status();
   // The body limit counts the tail too.

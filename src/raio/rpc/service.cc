@@ -35,9 +35,8 @@ bool ParseBeforeTail(std::string_view message, int field_number, std::size_t tai
   if (tail_bytes > 0) {
     using google::protobuf::internal::WireFormatLite;
     uint8_t header[16];
-    uint8_t* end =
-        WireFormatLite::WriteTagToArray(field_number, WireFormatLite::WIRETYPE_LENGTH_DELIMITED,
-                                        header);
+    uint8_t* end = WireFormatLite::WriteTagToArray(
+        field_number, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, header);
     end = google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(tail_bytes, end);
     const std::string_view field_header(reinterpret_cast<const char*>(header),
                                         static_cast<std::size_t>(end - header));

@@ -57,7 +57,8 @@ class Responder {
   // written from `tail.data` with no copy; `tail.keep_alive` keeps them valid until they
   // are written or the connection closes (see RawTail), and is dropped at once for a
   // one-way frame.
-  void OkWithTail(const Reply& reply, int field_number, RawTail tail, bool flush_now = false) const {
+  void OkWithTail(const Reply& reply, int field_number, RawTail tail,
+                  bool flush_now = false) const {
     if (header_.kind != FrameKind::kRequest) return;
     FieldSuffix suffix;
     suffix.AddBytesFieldHeader(field_number, tail.data.size());

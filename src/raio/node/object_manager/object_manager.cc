@@ -151,15 +151,16 @@ void ObjectManager::ServeChunk(const rpc::Responder<proto::READ_OBJECT_CHUNK>& r
 }
 
 std::shared_ptr<const void> ObjectManager::HoldPin(const ObjectId& id) {
-  return std::shared_ptr<const void>(
-      nullptr, [this, weak = std::weak_ptr<bool>(alive_), id](const void*) {
-        if (weak.expired()) return;  // the manager is gone, and the node with it
-        if (io_.get_executor().running_in_this_thread()) {
-          store_.UnpinForNode(id);
-        } else {
-          PostGuarded([this, id] { store_.UnpinForNode(id); });
-        }
-      });
+  return std::shared_ptr<const void>(nullptr,
+                                     [this, weak = std::weak_ptr<bool>(alive_), id](const void*) {
+                                       if (weak.expired())
+                                         return;  // the manager is gone, and the node with it
+                                       if (io_.get_executor().running_in_this_thread()) {
+                                         store_.UnpinForNode(id);
+                                       } else {
+                                         PostGuarded([this, id] { store_.UnpinForNode(id); });
+                                       }
+                                     });
 }
 
 void ObjectManager::Pull(const ObjectId& id, std::vector<proto::Address> sources,
@@ -385,15 +386,14 @@ void ObjectManager::OnChunkReply(
       // A peer that sends the bytes inside the message, not as a raw tail.
       got = inline_data.size();
       if (reply->reply.object_size_bytes() == *p->size && got == chunk.length) {
-        std::memcpy(store_.shm_base() + p->location.offset + chunk.offset, inline_data.data(),
-                    got);
+        std::memcpy(store_.shm_base() + p->location.offset + chunk.offset, inline_data.data(), got);
       }
     }
     if (reply->reply.object_size_bytes() != *p->size || got != chunk.length) {
-      failure = absl::DataLossError(absl::StrCat(
-          "READ_OBJECT_CHUNK reply of ", got, " bytes of an object of ",
-          reply->reply.object_size_bytes(), " bytes, for ", chunk.length, " bytes at ",
-          chunk.offset, " of ", *p->size));
+      failure = absl::DataLossError(
+          absl::StrCat("READ_OBJECT_CHUNK reply of ", got, " bytes of an object of ",
+                       reply->reply.object_size_bytes(), " bytes, for ", chunk.length, " bytes at ",
+                       chunk.offset, " of ", *p->size));
     }
   }
   if (!failure.ok()) {
