@@ -6,7 +6,7 @@
 // reads. A caller on another thread writes straight to the socket when nothing is
 // queued, saving a thread hop on the latency path.
 //
-// Bulk bytes move without copies (docs/design/transport.md, "Raw tails"): a request or a
+// Bulk bytes move without copies (docs/design/rpc_raw_tails.md): a request or a
 // reply may end in a raw tail (RawTail, buffers.h) that is written from the caller's memory
 // with scatter-gather, and a call may name where its reply's tail goes (CallInto), which
 // the connection then reads from the socket straight into that buffer. Frames too large

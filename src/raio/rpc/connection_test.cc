@@ -724,9 +724,10 @@ TEST_P(ConnectionTest, RequestWithTailReachesTheHandlerWholeAndIsLetGoOnTheLoop)
     FieldSuffix suffix;
     suffix.AddBytesFieldHeader(1, n);  // LeaseIdRequest.lease_id
     CallResult r;
+    // The connection holds the only reference: the test's own must not be the last one.
+    const std::string_view view = *bytes;
     c->Call(kEcho, proto::LeaseIdRequest(), r.Callback(), std::nullopt, suffix.view(),
-            RawTail{*bytes, bytes});
-    bytes.reset();
+            RawTail{view, std::move(bytes)});
     absl::StatusOr<std::string> body = r.Get();
     ASSERT_TRUE(body.ok()) << body.status();
     proto::LeaseIdRequest echoed;
