@@ -1,7 +1,7 @@
 // object_transfer_bench: node-to-node object transfer (node/object_manager) against its
 // floor, a plain TCP stream, both over loopback in the same run.
 //
-//   build/bench/object_transfer_bench [--bytes=N] [--reps=N] [--chunk-bytes=N]
+//   build-release/bench/object_transfer_bench [--bytes=N] [--reps=N] [--chunk-bytes=N]
 //                                     [--in-flight=N]
 //
 // Measures
