@@ -2,7 +2,7 @@
 // floor, a plain TCP stream, both over loopback in the same run.
 //
 //   build-release/bench/object_transfer_bench [--bytes=N] [--reps=N] [--chunk-bytes=N]
-//                                     [--in-flight=N]
+//                                             [--in-flight=N]
 //
 // Measures
 //   - floor: a TCP socket pair (TCP_NODELAY, as raio's connections) streaming --bytes

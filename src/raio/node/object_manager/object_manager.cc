@@ -151,16 +151,15 @@ void ObjectManager::ServeChunk(const rpc::Responder<proto::READ_OBJECT_CHUNK>& r
 }
 
 std::shared_ptr<const void> ObjectManager::HoldPin(const ObjectId& id) {
-  return std::shared_ptr<const void>(nullptr,
-                                     [this, weak = std::weak_ptr<bool>(alive_), id](const void*) {
-                                       if (weak.expired())
-                                         return;  // the manager is gone, and the node with it
-                                       if (io_.get_executor().running_in_this_thread()) {
-                                         store_.UnpinForNode(id);
-                                       } else {
-                                         PostGuarded([this, id] { store_.UnpinForNode(id); });
-                                       }
-                                     });
+  auto unpin = [this, weak = std::weak_ptr<bool>(alive_), id](const void*) {
+    if (weak.expired()) return;  // the manager is gone, and the node with it
+    if (io_.get_executor().running_in_this_thread()) {
+      store_.UnpinForNode(id);
+    } else {
+      PostGuarded([this, id] { store_.UnpinForNode(id); });
+    }
+  };
+  return std::shared_ptr<const void>(nullptr, std::move(unpin));
 }
 
 void ObjectManager::Pull(const ObjectId& id, std::vector<proto::Address> sources,
