@@ -1,8 +1,8 @@
 // object_transfer_bench: node-to-node object transfer (node/object_manager) against its
 // floor, a plain TCP stream, both over loopback in the same run.
 //
-//   build/bench/object_transfer_bench [--bytes=N] [--reps=N] [--chunk-bytes=N]
-//                                     [--in-flight=N]
+//   build-release/bench/object_transfer_bench [--bytes=N] [--reps=N] [--chunk-bytes=N]
+//                                             [--in-flight=N]
 //
 // Measures
 //   - floor: a TCP socket pair (TCP_NODELAY, as raio's connections) streaming --bytes

@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -26,11 +27,14 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "raio/common.pb.h"
+#include "raio/common/config.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/mutex.h"
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
+#include "raio/rpc/buffers.h"
 #include "raio/rpc/listener.h"
+#include "raio/rpc/service.h"
 #include "raio/rpc/stream.h"
 
 namespace raio::rpc {
@@ -42,6 +46,11 @@ constexpr auto kWait = 20s;  // generous deadline: only reached when something i
 constexpr uint32_t kEcho = proto::RETURN_WORKER_LEASE;
 constexpr uint32_t kSilent = proto::CANCEL_WORKER_LEASE;
 constexpr uint32_t kFail = proto::GET_NODE_STATS;
+// Answered with a ReadObjectChunkReply {object_size_bytes: n} whose `data` (n bytes of
+// Pattern(n)) goes as a raw tail; n is the request's lease id (a LeaseIdRequest, or a
+// ReadObjectChunkRequest: field 1 is a length-delimited string in both).
+constexpr uint32_t kTail = proto::READ_OBJECT_CHUNK;
+constexpr int kDataField = proto::ReadObjectChunkReply::kDataFieldNumber;
 
 enum class Transport { kUnix, kTcp };
 
@@ -56,6 +65,36 @@ proto::LeaseIdRequest Lease(const std::string& id) {
   r.set_lease_id(id);
   return r;
 }
+
+// `n` bytes that differ from their neighbours, so that a byte out of place shows.
+std::string Pattern(std::size_t n, int seed = 7) {
+  std::string out(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<char>((i * 131 + seed) % 251);
+  return out;
+}
+
+// Future of one CallInto's outcome: the message before the tail and the tail's length.
+struct IntoResult {
+  using Value = absl::StatusOr<std::pair<std::string, std::size_t>>;
+  std::shared_ptr<std::promise<Value>> promise = std::make_shared<std::promise<Value>>();
+  std::future<Value> future = promise->get_future();
+
+  Connection::TailedReplyCallback Callback() {
+    return [p = promise](const absl::StatusOr<Connection::TailedReply>& r) {
+      if (r.ok()) {
+        p->set_value(std::make_pair(std::string(r->message), r->tail_bytes));
+      } else {
+        p->set_value(r.status());
+      }
+    };
+  }
+  Value Get() {
+    if (future.wait_for(kWait) != std::future_status::ready) {
+      return absl::DeadlineExceededError("test timed out waiting for the callback");
+    }
+    return future.get();
+  }
+};
 
 // Future of one call's outcome, with the body copied out of the callback.
 struct CallResult {
@@ -160,6 +199,22 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
       case kFail:
         c->ReplyError(h, absl::NotFoundError("no lease 'abc' on this node"));
         return;
+      case kTail: {
+        proto::LeaseIdRequest req;
+        req.ParseFromArray(body.data(), static_cast<int>(body.size()));
+        const std::size_t n = std::stoull(req.lease_id());
+        proto::ReadObjectChunkReply reply;
+        reply.set_object_size_bytes(n);
+        std::shared_ptr<const std::string> bytes(new std::string(Pattern(n)),
+                                                 [this](const std::string* b) {
+                                                   delete b;
+                                                   tails_released_.fetch_add(1);
+                                                 });
+        FieldSuffix suffix;
+        suffix.AddBytesFieldHeader(kDataField, n);
+        c->ReplyWithTail(h, reply, suffix.view(), RawTail{*bytes, bytes});
+        return;
+      }
       default:
         c->ReplyError(h, absl::UnimplementedError("unknown method"));
     }
@@ -239,6 +294,7 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
   std::vector<std::string> one_way_bodies_ ABSL_GUARDED_BY(mu_);
   FrameHeader last_request_ ABSL_GUARDED_BY(mu_);
   int requests_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int> tails_released_{0};  // kTail replies whose tail the server let go
 };
 
 TEST_P(ConnectionTest, RequestGetsItsReply) {
@@ -552,6 +608,178 @@ TEST_P(ConnectionTest, EitherSideMayCall) {
   EXPECT_EQ(*body, LeaseBody("client saw ping"));
 }
 
+TEST_P(ConnectionTest, ReplyTailIsReadStraightIntoTheCallersBuffer) {
+  StartServer();
+  std::shared_ptr<Connection> c = Connect();
+  ASSERT_NE(c, nullptr);
+  // Tails that come whole with their header, that straddle the read buffer, and that are
+  // far larger than it; all in flight at once, with ordinary calls between them.
+  const std::vector<std::size_t> sizes = {
+      1, 100, 64 * 1024 - 100, 64 * 1024 + 1, 3 << 20, 5 * 1000 * 1000 + 17};
+  constexpr char kUntouched = '\x55';
+  std::vector<std::string> buffers;
+  for (std::size_t n : sizes) buffers.emplace_back(n + 64, kUntouched);
+  std::vector<IntoResult> results(sizes.size());
+  std::vector<CallResult> echoes(sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    c->CallInto(kTail, Lease(std::to_string(sizes[i])), std::span<char>(buffers[i]),
+                results[i].Callback());
+    c->Call(kEcho, Lease("between-" + std::to_string(i)), echoes[i].Callback());
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const std::size_t n = sizes[i];
+    IntoResult::Value r = results[i].Get();
+    ASSERT_TRUE(r.ok()) << n << ": " << r.status();
+    EXPECT_EQ(r->second, n);
+    EXPECT_TRUE(buffers[i].compare(0, n, Pattern(n)) == 0) << n << " tail bytes came altered";
+    EXPECT_EQ(buffers[i].find_first_not_of(kUntouched, n), std::string::npos)
+        << "bytes past the tail of " << n << " were written";
+    // The message is the reply up to its tail: ReadObjectChunkReply and the header of
+    // `data`.
+    proto::ReadObjectChunkReply reply;
+    ASSERT_TRUE(internal::ParseBeforeTail(r->first, kDataField, n, &reply));
+    EXPECT_EQ(reply.object_size_bytes(), n);
+    EXPECT_TRUE(reply.data().empty());
+    absl::StatusOr<std::string> echo = echoes[i].Get();
+    ASSERT_TRUE(echo.ok()) << echo.status();
+    EXPECT_EQ(*echo, LeaseBody("between-" + std::to_string(i)));
+  }
+  // Every tail was let go by the server once written.
+  ASSERT_TRUE(WaitUntil([&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return tails_released_.load() == static_cast<int>(sizes.size());
+  }));
+}
+
+TEST_P(ConnectionTest, ReplyWithAnEmptyTailReachesCallIntoAsAWholeMessage) {
+  StartServer();
+  std::shared_ptr<Connection> c = Connect();
+  ASSERT_NE(c, nullptr);
+  std::string buffer(16, 'x');
+  IntoResult empty, plain;
+  c->CallInto(kTail, Lease("0"), std::span<char>(buffer), empty.Callback());
+  c->CallInto(kEcho, Lease("no tail"), std::span<char>(buffer), plain.Callback());
+  IntoResult::Value e = empty.Get();
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->second, 0u);
+  proto::ReadObjectChunkReply reply;
+  ASSERT_TRUE(internal::ParseBeforeTail(e->first, kDataField, 0, &reply));
+  EXPECT_EQ(reply.object_size_bytes(), 0u);
+  IntoResult::Value p = plain.Get();
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->first, LeaseBody("no tail"));
+  EXPECT_EQ(p->second, 0u);
+  EXPECT_EQ(buffer, std::string(16, 'x'));
+}
+
+TEST_P(ConnectionTest, ReplyWithTailReachesAPlainCallWholeAsOneMessage) {
+  StartServer();
+  std::shared_ptr<Connection> c = Connect();
+  ASSERT_NE(c, nullptr);
+  for (std::size_t n : {std::size_t{10}, std::size_t{(1 << 20) + 3}}) {
+    absl::StatusOr<std::string> body = CallSync(*c, kTail, Lease(std::to_string(n)), 10s);
+    ASSERT_TRUE(body.ok()) << body.status();
+    proto::ReadObjectChunkReply reply;
+    ASSERT_TRUE(reply.ParseFromString(*body));
+    EXPECT_EQ(reply.object_size_bytes(), n);
+    EXPECT_TRUE(reply.data() == Pattern(n));
+  }
+}
+
+TEST_P(ConnectionTest, TypedCallIntoPutsTheFieldInTheBufferAndParsesTheRest) {
+  StartServer();
+  std::shared_ptr<Connection> c = Connect();
+  ASSERT_NE(c, nullptr);
+  proto::ReadObjectChunkRequest req;
+  req.set_object_id("300000");  // the server reads field 1 as the tail's length
+  std::string buffer(300000, '\0');
+  std::promise<absl::StatusOr<IntoReply<proto::ReadObjectChunkReply>>> done;
+  CallInto<proto::READ_OBJECT_CHUNK>(
+      *c, req, kDataField, std::span<char>(buffer),
+      [&done](absl::StatusOr<IntoReply<proto::ReadObjectChunkReply>> r) {
+        done.set_value(std::move(r));
+      });
+  auto future = done.get_future();
+  ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
+  absl::StatusOr<IntoReply<proto::ReadObjectChunkReply>> r = future.get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->bytes, 300000u);
+  EXPECT_EQ(r->reply.object_size_bytes(), 300000u);
+  EXPECT_TRUE(r->reply.data().empty());
+  EXPECT_TRUE(buffer == Pattern(300000));
+}
+
+TEST_P(ConnectionTest, RequestWithTailReachesTheHandlerWholeAndIsLetGoOnTheLoop) {
+  StartServer();
+  std::shared_ptr<Connection> c = Connect();
+  ASSERT_NE(c, nullptr);
+  for (std::size_t n : {std::size_t{100}, std::size_t{2 << 20}}) {
+    std::atomic<int> released{0};
+    std::atomic<bool> on_loop{false};
+    std::shared_ptr<const std::string> bytes(
+        new std::string(Pattern(n, 3)), [&](const std::string* b) {
+          delete b;
+          on_loop = client_loop_.io().get_executor().running_in_this_thread();
+          released.fetch_add(1);
+        });
+    FieldSuffix suffix;
+    suffix.AddBytesFieldHeader(1, n);  // LeaseIdRequest.lease_id
+    CallResult r;
+    // The connection holds the only reference: the test's own must not be the last one.
+    const std::string_view view = *bytes;
+    c->Call(kEcho, proto::LeaseIdRequest(), r.Callback(), std::nullopt, suffix.view(),
+            RawTail{view, std::move(bytes)});
+    absl::StatusOr<std::string> body = r.Get();
+    ASSERT_TRUE(body.ok()) << body.status();
+    proto::LeaseIdRequest echoed;
+    ASSERT_TRUE(echoed.ParseFromString(*body));
+    EXPECT_TRUE(echoed.lease_id() == Pattern(n, 3)) << n << " bytes came back altered";
+    RunOn(client_loop_, [] {});
+    ASSERT_TRUE(WaitUntil([&] { return released.load() == 1; }));
+    EXPECT_TRUE(on_loop.load()) << "a tail of " << n << " bytes was let go off the loop";
+  }
+}
+
+TEST_P(ConnectionTest, ReplyTailLongerThanTheBufferFailsOnlyThatCall) {
+  StartServer();
+  std::shared_ptr<Connection> c = Connect();
+  ASSERT_NE(c, nullptr);
+  for (std::size_t n : {std::size_t{50}, std::size_t{300000}}) {
+    std::string buffer(10, 'x');
+    IntoResult r;
+    c->CallInto(kTail, Lease(std::to_string(n)), std::span<char>(buffer), r.Callback());
+    IntoResult::Value v = r.Get();
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kOutOfRange) << v.status();
+    EXPECT_TRUE(IsPeerError(v.status()));
+    EXPECT_EQ(buffer, std::string(10, 'x'));
+    // The tail was skipped: the next frames read as they should.
+    absl::StatusOr<std::string> next = CallSync(*c, kEcho, Lease("after"), 10s);
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(*next, LeaseBody("after"));
+  }
+  EXPECT_FALSE(c->closed());
+}
+
+TEST_P(ConnectionTest, CallOverTheFrameLimitFailsWithoutBeingSent) {
+  StartServer();
+  std::shared_ptr<Connection> c = Connect();
+  ASSERT_NE(c, nullptr);
+  // Address space for a tail over the limit; never touched, so it takes no memory.
+  const std::size_t huge = std::size_t{config::kMaxFrameBytes} + 1;
+  void* mem = ::mmap(nullptr, huge, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto keep = std::make_shared<int>(0);
+  CallResult r;
+  c->Call(kEcho, proto::LeaseIdRequest(), r.Callback(), std::nullopt, {},
+          RawTail{std::string_view(static_cast<const char*>(mem), huge), keep});
+  absl::StatusOr<std::string> body = r.Get();
+  EXPECT_EQ(body.status().code(), absl::StatusCode::kInvalidArgument) << body.status();
+  EXPECT_NE(body.status().message().find("over the limit"), std::string::npos) << body.status();
+  RunOn(client_loop_, [] {});
+  EXPECT_EQ(keep.use_count(), 1);  // the connection let it go
+  ::munmap(mem, huge);
+  EXPECT_TRUE(CallSync(*c, kEcho, Lease("still"), 10s).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ConnectionTest,
                          ::testing::Values(Transport::kUnix, Transport::kTcp),
                          [](const ::testing::TestParamInfo<Transport>& info) {
@@ -598,10 +826,54 @@ class RawPeerTest : public ::testing::Test {
     ASSERT_EQ(::send(peer_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(bytes.size()));
   }
+  // A version-2 reply frame: `message`, then a tail of `tail_bytes` (Pattern), of which
+  // only the first `send_tail` bytes are sent (all by default).
+  void SendTailedReply(uint64_t request_id, const std::string& message, std::size_t tail_bytes,
+                       std::optional<std::size_t> send_tail = std::nullopt) {
+    std::string bytes(kTailFrameHeaderBytes, '\0');
+    EncodeFrameHeader(
+        {FrameKind::kReply, kTail, request_id, static_cast<uint32_t>(message.size() + tail_bytes),
+         static_cast<uint32_t>(tail_bytes)},
+        bytes.data());
+    bytes += message;
+    bytes += Pattern(tail_bytes).substr(0, send_tail.value_or(tail_bytes));
+    SendRaw(bytes);
+  }
+  // Sends `bytes` from a thread of its own while this one runs the loop (the connection
+  // must read for a large frame to fit through the socket).
+  void SendRaw(const std::string& bytes) {
+    std::atomic<bool> sent{false};
+    std::thread writer([&] {
+      std::size_t at = 0;
+      while (at < bytes.size()) {
+        ssize_t n = ::send(peer_, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        at += static_cast<std::size_t>(n);
+      }
+      sent = true;
+    });
+    RunUntil([&] { return sent.load(); });
+    writer.join();
+    RunUntilIdle();
+  }
   void RunUntilIdle() {
     while (io_.poll() > 0) {
     }
     io_.restart();
+  }
+  void RunFor(std::chrono::milliseconds d) {
+    io_.run_for(d);
+    io_.restart();
+  }
+  // Runs the loop until `done` holds (or the test's deadline passes).
+  template <typename Pred>
+  bool RunUntil(Pred done) {
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      RunFor(1ms);
+    }
+    return true;
   }
 
   boost::asio::io_context io_;
@@ -644,6 +916,124 @@ TEST_F(RawPeerTest, HeaderClaimingAHugeBodyDoesNotReserveItBeforeTheBytesArrive)
   RunUntilIdle();
   ASSERT_TRUE(close_reason_.has_value());
   EXPECT_EQ(close_reason_->code(), absl::StatusCode::kUnavailable) << *close_reason_;
+}
+
+// A CallInto on the raw peer's connection: its outcome, and the buffer it was given.
+struct RawInto {
+  std::string buffer;
+  std::optional<absl::StatusOr<std::pair<std::string, std::size_t>>> result;
+  explicit RawInto(std::size_t size) : buffer(size, '\x55') {}
+  Connection::TailedReplyCallback Callback() {
+    return [this](const absl::StatusOr<Connection::TailedReply>& r) {
+      if (r.ok()) {
+        result = std::make_pair(std::string(r->message), r->tail_bytes);
+      } else {
+        result = r.status();
+      }
+    };
+  }
+};
+
+TEST_F(RawPeerTest, TailSentInPiecesLandsInTheBufferWhole) {
+  RawInto into(200000);
+  conn_->CallInto(kTail, proto::Empty(), std::span<char>(into.buffer), into.Callback());
+  RunUntilIdle();
+  // The header and message alone, then the tail in two writes.
+  std::string bytes(kTailFrameHeaderBytes, '\0');
+  EncodeFrameHeader({FrameKind::kReply, kTail, 1, 3 + 200000, 200000}, bytes.data());
+  SendRaw(bytes + "msg");
+  EXPECT_FALSE(into.result.has_value());
+  const std::string tail = Pattern(200000);
+  SendRaw(tail.substr(0, 70000));
+  EXPECT_FALSE(into.result.has_value());
+  SendRaw(tail.substr(70000));
+  ASSERT_TRUE(into.result.has_value());
+  ASSERT_TRUE(into.result->ok()) << into.result->status();
+  EXPECT_EQ((*into.result)->first, "msg");
+  EXPECT_EQ((*into.result)->second, 200000u);
+  EXPECT_TRUE(into.buffer == tail);
+  EXPECT_FALSE(conn_->closed());
+}
+
+TEST_F(RawPeerTest, PeerDyingMidTailFailsTheCall) {
+  RawInto into(1 << 20);
+  conn_->CallInto(kTail, proto::Empty(), std::span<char>(into.buffer), into.Callback());
+  RunUntilIdle();
+  SendTailedReply(1, "m", 1 << 20, /*send_tail=*/100000);
+  EXPECT_FALSE(into.result.has_value());
+  ::close(peer_);
+  peer_ = -1;
+  ASSERT_TRUE(RunUntil([&] { return into.result.has_value(); }));
+  EXPECT_EQ(into.result->status().code(), absl::StatusCode::kUnavailable) << into.result->status();
+  EXPECT_FALSE(IsPeerError(into.result->status()));
+  ASSERT_TRUE(close_reason_.has_value());
+  EXPECT_EQ(close_reason_->code(), absl::StatusCode::kUnavailable) << *close_reason_;
+}
+
+TEST_F(RawPeerTest, TailLongerThanItsBodyClosesTheConnectionAndFailsTheCall) {
+  RawInto into(100);
+  conn_->CallInto(kTail, proto::Empty(), std::span<char>(into.buffer), into.Callback());
+  RunUntilIdle();
+  std::string bytes(kTailFrameHeaderBytes, '\0');
+  EncodeFrameHeader({FrameKind::kReply, kTail, 1, 10, 10}, bytes.data());
+  const uint32_t longer = 11;
+  std::memcpy(bytes.data() + 20, &longer, sizeof(longer));
+  SendRaw(bytes + std::string(10, 'x'));
+  ASSERT_TRUE(close_reason_.has_value());
+  EXPECT_EQ(close_reason_->code(), absl::StatusCode::kInvalidArgument) << *close_reason_;
+  ASSERT_TRUE(into.result.has_value());
+  EXPECT_EQ(into.result->status().code(), absl::StatusCode::kUnavailable) << into.result->status();
+  EXPECT_EQ(into.buffer, std::string(100, '\x55'));
+}
+
+TEST_F(RawPeerTest, TailFrameOverTheFrameLimitClosesTheConnection) {
+  RawInto into(100);
+  conn_->CallInto(kTail, proto::Empty(), std::span<char>(into.buffer), into.Callback());
+  RunUntilIdle();
+  std::string bytes(kTailFrameHeaderBytes, '\0');
+  EncodeFrameHeader({FrameKind::kReply, kTail, 1, config::kMaxFrameBytes + 1, 50}, bytes.data());
+  SendRaw(bytes);
+  ASSERT_TRUE(close_reason_.has_value());
+  EXPECT_EQ(close_reason_->code(), absl::StatusCode::kInvalidArgument) << *close_reason_;
+  ASSERT_TRUE(into.result.has_value());
+  EXPECT_EQ(into.result->status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(RawPeerTest, TailStalledPastTheDeadlineFailsTheCallAndClosesTheConnection) {
+  RawInto into(1 << 20);
+  conn_->CallInto(kTail, proto::Empty(), std::span<char>(into.buffer), into.Callback(), 50ms);
+  RunUntilIdle();
+  SendTailedReply(1, "m", 1 << 20, /*send_tail=*/1000);
+  ASSERT_TRUE(RunUntil([&] { return into.result.has_value(); }));
+  EXPECT_EQ(into.result->status().code(), absl::StatusCode::kDeadlineExceeded)
+      << into.result->status();
+  EXPECT_NE(into.result->status().message().find("mid-tail"), std::string::npos)
+      << into.result->status();
+  EXPECT_TRUE(conn_->closed());
+  ASSERT_TRUE(close_reason_.has_value());
+  EXPECT_EQ(close_reason_->code(), absl::StatusCode::kDeadlineExceeded) << *close_reason_;
+}
+
+TEST_F(RawPeerTest, TailedReplyAfterTheDeadlineIsSkippedAndTheBufferLeftAlone) {
+  RawInto late(300000);
+  conn_->CallInto(kTail, proto::Empty(), std::span<char>(late.buffer), late.Callback(), 10ms);
+  ASSERT_TRUE(RunUntil([&] { return late.result.has_value(); }));
+  EXPECT_EQ(late.result->status().code(), absl::StatusCode::kDeadlineExceeded);
+  std::optional<absl::StatusOr<std::string>> next;
+  conn_->Call(kEcho, proto::Empty(), [&](const absl::StatusOr<std::string_view>& r) {
+    next = r.ok() ? absl::StatusOr<std::string>(std::string(*r)) : r.status();
+  });
+  RunUntilIdle();
+  // The reply to the call that timed out comes after all, then the next one's.
+  SendTailedReply(1, "late", 300000);
+  std::string bytes(kFrameHeaderBytes, '\0');
+  EncodeFrameHeader({FrameKind::kReply, kEcho, 2, 4}, bytes.data());
+  SendRaw(bytes + "next");
+  ASSERT_TRUE(next.has_value());
+  ASSERT_TRUE(next->ok()) << next->status();
+  EXPECT_EQ(**next, "next");
+  EXPECT_EQ(late.buffer, std::string(300000, '\x55'));  // nothing written after the failure
+  EXPECT_FALSE(conn_->closed());
 }
 
 // A Stream over a real socket that counts the bytes it moves and, once told, fails its
@@ -729,6 +1119,33 @@ TEST(StreamTest, AConnectionRunsOverAnyStreamAndItsWriteFailuresCloseIt) {
   EXPECT_EQ(stream->bytes_written, frame);
   EXPECT_EQ(stream->bytes_read, frame);
 
+  // A frame with a raw tail goes through the wrapper's own writes (Stream's default
+  // AsyncWriteV / TryWriteV write one buffer after another), from the loop and from here.
+  for (bool from_loop : {true, false}) {
+    const std::string tail = Pattern(3000);
+    FieldSuffix suffix;
+    suffix.AddBytesFieldHeader(1, tail.size());
+    const std::size_t before = stream->bytes_written;
+    reply.reset();
+    auto send = [&] {
+      client->Call(kEcho, proto::LeaseIdRequest(), callback, std::nullopt, suffix.view(),
+                   RawTail{tail, nullptr});
+    };
+    if (from_loop) {
+      boost::asio::post(io, send);
+    } else {
+      send();
+    }
+    run();
+    ASSERT_TRUE(reply.has_value());
+    ASSERT_TRUE(reply->ok()) << reply->status();
+    proto::LeaseIdRequest echoed;
+    ASSERT_TRUE(echoed.ParseFromString(**reply));
+    EXPECT_TRUE(echoed.lease_id() == tail);
+    EXPECT_EQ(stream->bytes_written - before,
+              kTailFrameHeaderBytes + suffix.view().size() + tail.size());
+  }
+
   stream->fail_writes = true;
   reply.reset();
   client->Call(kEcho, Lease("two"), callback);
@@ -744,6 +1161,55 @@ TEST(StreamTest, AConnectionRunsOverAnyStreamAndItsWriteFailuresCloseIt) {
   client.reset();
   server.reset();
   run();
+}
+
+// What a WriteQueue would write, in order.
+std::string Contents(const internal::WriteQueue& q) {
+  std::vector<boost::asio::const_buffer> buffers;
+  q.Buffers(&buffers);
+  std::string out;
+  for (const auto& b : buffers) out.append(static_cast<const char*>(b.data()), b.size());
+  return out;
+}
+
+TEST(WriteQueueTest, TailsGoBetweenOwnBytesAndAreLetGoOnceWrittenWhole) {
+  internal::WriteQueue q;
+  auto first = std::make_shared<int>(1), second = std::make_shared<int>(2);
+  std::memcpy(q.Extend(3), "abc", 3);
+  q.AppendTail({"TAIL1", first});
+  std::memcpy(q.Extend(2), "de", 2);
+  q.AppendTail({"T2", second});
+  q.AppendTail({"", std::make_shared<int>(3)});  // empty: not queued, let go at once
+  EXPECT_EQ(Contents(q), "abcTAIL1deT2");
+  EXPECT_EQ(first.use_count(), 2);
+
+  std::vector<std::shared_ptr<const void>> released;
+  q.Consume(4, &released);  // "abc" and a byte of the first tail
+  EXPECT_EQ(Contents(q), "AIL1deT2");
+  EXPECT_TRUE(released.empty());
+  q.Consume(4, &released);  // the rest of it
+  EXPECT_EQ(Contents(q), "deT2");
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0], first);
+  q.Consume(3, &released);
+  EXPECT_EQ(Contents(q), "2");
+  q.Consume(1, &released);
+  EXPECT_TRUE(q.empty());
+  ASSERT_EQ(released.size(), 2u);
+  EXPECT_EQ(released[1], second);
+}
+
+TEST(WriteQueueTest, ClearLetsEveryTailGo) {
+  internal::WriteQueue q;
+  auto keep = std::make_shared<int>(1);
+  std::memcpy(q.Extend(1), "a", 1);
+  q.AppendTail({"tail", keep});
+  std::vector<std::shared_ptr<const void>> released;
+  q.Clear(&released);
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(released.size(), 1u);
+  released.clear();
+  EXPECT_EQ(keep.use_count(), 1);
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "raio/rpc/service.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include "raio/common/logging.h"
 
 namespace raio::rpc {
@@ -24,6 +27,26 @@ const std::array<const MethodInfo*, kMaxMethods>& Table() {
 const MethodInfo* FindMethod(uint32_t method) {
   return method < kMaxMethods ? Table()[method] : nullptr;
 }
+
+namespace internal {
+
+bool ParseBeforeTail(std::string_view message, int field_number, std::size_t tail_bytes,
+                     google::protobuf::MessageLite* reply) {
+  if (tail_bytes > 0) {
+    using google::protobuf::internal::WireFormatLite;
+    uint8_t header[16];
+    uint8_t* end = WireFormatLite::WriteTagToArray(
+        field_number, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, header);
+    end = google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(tail_bytes, end);
+    const std::string_view field_header(reinterpret_cast<const char*>(header),
+                                        static_cast<std::size_t>(end - header));
+    if (!message.ends_with(field_header)) return false;
+    message.remove_suffix(field_header.size());
+  }
+  return reply->ParseFromArray(message.data(), static_cast<int>(message.size()));
+}
+
+}  // namespace internal
 
 void Service::RejectUnknown(const std::shared_ptr<Connection>& conn, const FrameHeader& h) const {
   const MethodInfo* info = FindMethod(h.method);

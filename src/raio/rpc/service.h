@@ -11,6 +11,11 @@
 // Client side: Call<M>, CallSync<M> and Notify<M> send a method's request type and parse
 // its reply type, with the table's deadline unless the caller gives another.
 //
+// Bulk bytes: a handler may answer with Responder::OkWithTail, which sends one bytes field
+// of the reply as a raw tail, from the handler's memory; CallInto<M> reads that field
+// straight into a buffer of the caller's. To any other client the reply is an ordinary
+// one (the field's bytes come last in the body).
+//
 // Threading: a Service is configured (Handle, SetAuthorizer) before its connections
 // start; Dispatch runs on the connections' loop thread. Counters are read there too.
 #pragma once
@@ -19,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -44,6 +50,19 @@ class Responder {
       : conn_(std::move(conn)), header_(header) {}
   void Ok(const Reply& reply, bool flush_now = false) const {
     if (header_.kind == FrameKind::kRequest) conn_->Reply(header_, reply, flush_now);
+  }
+  // Answers with `reply` and then `tail` as the value of its bytes field `field_number`,
+  // which `reply` leaves empty: a peer that reads the body whole parses one Reply with
+  // that field set; CallInto<M> gets the field's bytes in its own buffer. The bytes are
+  // written from `tail.data` with no copy; `tail.keep_alive` keeps them valid until they
+  // are written or the connection closes (see RawTail), and is dropped at once for a
+  // one-way frame.
+  void OkWithTail(const Reply& reply, int field_number, RawTail tail,
+                  bool flush_now = false) const {
+    if (header_.kind != FrameKind::kRequest) return;
+    FieldSuffix suffix;
+    suffix.AddBytesFieldHeader(field_number, tail.data.size());
+    conn_->ReplyWithTail(header_, reply, suffix.view(), std::move(tail), flush_now);
   }
   void Error(const absl::Status& status) const {
     if (header_.kind == FrameKind::kRequest) conn_->ReplyError(header_, status);
@@ -158,6 +177,54 @@ void Call(
     Connection& conn, const typename MethodTraits<M>::Request& request, F on_reply,
     std::optional<std::chrono::milliseconds> deadline = DefaultDeadline(MethodTraits<M>::kInfo)) {
   conn.Call(M, request, TypedReply<M>(std::move(on_reply)), deadline);
+}
+
+// A reply of method M read by CallInto<M>: every field of it but the one that went to the
+// caller's buffer, and how many bytes of that field were written at the start of the
+// buffer. `bytes` is 0 when the reply had no tail (a peer that answered with Ok): then the
+// field, if set, is in `reply`.
+template <typename Reply>
+struct IntoReply {
+  Reply reply;
+  std::size_t bytes = 0;
+};
+
+namespace internal {
+// Parses `message`, a reply body up to its tail, into `*reply`. With `tail_bytes` > 0 it
+// must end in the header of bytes field `field_number` holding `tail_bytes` bytes (as
+// OkWithTail writes it), which is left out; with 0 it is the whole body. False when it
+// does not parse.
+bool ParseBeforeTail(std::string_view message, int field_number, std::size_t tail_bytes,
+                     google::protobuf::MessageLite* reply);
+}  // namespace internal
+
+// Sends a request of method M whose reply's bytes field `field_number` is read straight
+// into `buffer` (the socket's bytes land there; see Connection::CallInto).
+// `on_reply(absl::StatusOr<IntoReply<Reply>>)` runs on the loop thread; besides Call's
+// errors: OutOfRange when the field is longer than `buffer`, Internal when the reply does
+// not parse (both marked as the peer's). `buffer` must stay valid and unused until then.
+template <proto::Method M, typename F>
+void CallInto(
+    Connection& conn, const typename MethodTraits<M>::Request& request, int field_number,
+    std::span<char> buffer, F on_reply,
+    std::optional<std::chrono::milliseconds> deadline = DefaultDeadline(MethodTraits<M>::kInfo)) {
+  static_assert(MethodTraits<M>::kInfo.kind == CallKind::kUnary, "a one-way frame has no reply");
+  using Reply = typename MethodTraits<M>::Reply;
+  using Result = absl::StatusOr<IntoReply<Reply>>;
+  conn.CallInto(
+      M, request, buffer,
+      [on_reply = std::move(on_reply),
+       field_number](const absl::StatusOr<Connection::TailedReply>& r) mutable {
+        if (!r.ok()) return on_reply(Result(r.status()));
+        IntoReply<Reply> out;
+        if (!internal::ParseBeforeTail(r->message, field_number, r->tail_bytes, &out.reply)) {
+          return on_reply(Result(PeerError(absl::InternalError(
+              absl::StrCat("malformed ", std::string(MethodTraits<M>::kInfo.name), " reply")))));
+        }
+        out.bytes = r->tail_bytes;
+        on_reply(Result(std::move(out)));
+      },
+      deadline);
 }
 
 // Sends a request of method M and blocks for the reply (never on the loop thread).

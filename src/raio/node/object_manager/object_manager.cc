@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,9 +21,10 @@ namespace raio::node {
 
 namespace {
 
-// A READ_OBJECT_CHUNK reply, read in place: `data` points into the connection's receive
-// buffer (valid only during the reply callback), so the bytes are copied once, into the
-// store, instead of first into a protobuf string.
+// The probe's READ_OBJECT_CHUNK reply (read whole: the object's size is not known yet, so
+// there is no place in the store to read it into), read in place: `data` points into the
+// connection's receive buffer (valid only during the reply callback), so the bytes are
+// copied once, into the store, instead of first into a protobuf string.
 struct ChunkReplyView {
   uint64_t object_size_bytes = 0;
   std::string_view data;
@@ -84,6 +86,10 @@ struct ObjectManager::Transfer {
   int in_flight = 0;
   uint64_t received = 0;
   bool done = false;  // finished: late replies are dropped, the memory may be gone
+  // Set once the transfer has failed. Each outstanding chunk read may still write into the
+  // copy's memory (CallInto), so the copy is dropped, and the callbacks run, only when no
+  // read is outstanding (in_flight == 0); Stop() closes the connections first instead.
+  std::optional<absl::Status> failure;
   std::vector<PullCallback> callbacks;
 };
 
@@ -131,16 +137,29 @@ void ObjectManager::ServeChunk(const rpc::Responder<proto::READ_OBJECT_CHUNK>& r
                                                       " is past its end (", loc->size, " bytes)")));
   }
   const uint64_t n = std::min(req.length_bytes(), loc->size - req.offset_bytes());
-  // One reused reply: its `data` keeps its capacity, so serving a chunk allocates (and
-  // page-faults in) no fresh chunk-sized buffer.
-  proto::ReadObjectChunkReply& reply = serve_scratch_;
+  proto::ReadObjectChunkReply reply;
   reply.set_object_size_bytes(loc->size);
-  reply.mutable_data()->assign(
-      reinterpret_cast<const char*>(store_.shm_base() + loc->offset + req.offset_bytes()), n);
-  store_.UnpinForNode(id);
   ++stats_.chunks_served;
   stats_.bytes_served += n;
-  r.Ok(reply);
+  // The bytes go from the store to the socket with no copy (a raw tail, written with
+  // scatter-gather): the object stays pinned until the connection has written them, or
+  // has closed.
+  const auto* data =
+      reinterpret_cast<const char*>(store_.shm_base() + loc->offset + req.offset_bytes());
+  r.OkWithTail(reply, proto::ReadObjectChunkReply::kDataFieldNumber,
+               rpc::RawTail{std::string_view(data, n), HoldPin(id)});
+}
+
+std::shared_ptr<const void> ObjectManager::HoldPin(const ObjectId& id) {
+  auto unpin = [this, weak = std::weak_ptr<bool>(alive_), id](const void*) {
+    if (weak.expired()) return;  // the manager is gone, and the node with it
+    if (io_.get_executor().running_in_this_thread()) {
+      store_.UnpinForNode(id);
+    } else {
+      PostGuarded([this, id] { store_.UnpinForNode(id); });
+    }
+  };
+  return std::shared_ptr<const void>(nullptr, std::move(unpin));
 }
 
 void ObjectManager::Pull(const ObjectId& id, std::vector<proto::Address> sources,
@@ -197,7 +216,7 @@ std::size_t ObjectManager::num_waiting_for_room() const {
 }
 
 void ObjectManager::Connect(const PullPtr& p) {
-  if (p->done) return;
+  if (p->done || p->failure) return;
   const uint64_t generation = p->generation;
   const proto::Address& to = p->sources[p->source];
   if (std::shared_ptr<rpc::Connection> conn = pool_.Find(to)) {
@@ -215,42 +234,55 @@ void ObjectManager::Connect(const PullPtr& p) {
 
 void ObjectManager::OnConnected(const PullPtr& p, uint64_t generation,
                                 absl::StatusOr<std::shared_ptr<rpc::Connection>> conn) {
-  if (p->done || generation != p->generation) return;
+  if (p->done || p->failure || generation != p->generation) return;
   if (!conn.ok()) return SourceFailed(p, conn.status());
   p->conn = *std::move(conn);
   if (!p->size) return Probe(p);
   if (!p->waiting_for_room) IssueChunks(p);
 }
 
-void ObjectManager::SendChunkRequest(
-    const PullPtr& p, Chunk chunk,
-    std::function<void(const absl::StatusOr<std::string_view>&)> on_reply) {
+namespace {
+proto::ReadObjectChunkRequest ChunkRequest(const ObjectId& id, uint64_t offset, uint64_t length) {
   proto::ReadObjectChunkRequest req;
-  req.set_object_id(p->id.Binary());
-  req.set_offset_bytes(chunk.offset);
-  req.set_length_bytes(chunk.length);
+  req.set_object_id(id.Binary());
+  req.set_offset_bytes(offset);
+  req.set_length_bytes(length);
+  return req;
+}
+}  // namespace
+
+void ObjectManager::Probe(const PullPtr& p) {
+  const uint64_t generation = p->generation;
   ++p->in_flight;
   ++stats_.chunks_requested;
   p->conn->Call(
-      proto::READ_OBJECT_CHUNK, req,
-      [weak = std::weak_ptr<bool>(alive_),
-       on_reply = std::move(on_reply)](const absl::StatusOr<std::string_view>& body) {
-        if (!weak.expired()) on_reply(body);
+      proto::READ_OBJECT_CHUNK, ChunkRequest(p->id, 0, p->chunk_bytes),
+      [this, weak = std::weak_ptr<bool>(alive_), p,
+       generation](const absl::StatusOr<std::string_view>& body) {
+        if (!weak.expired()) OnProbeReply(p, generation, body);
       },
       rpc::DefaultDeadline(rpc::MethodTraits<proto::READ_OBJECT_CHUNK>::kInfo));
 }
 
-void ObjectManager::Probe(const PullPtr& p) {
+void ObjectManager::ReadChunk(const PullPtr& p, Chunk chunk) {
   const uint64_t generation = p->generation;
-  SendChunkRequest(p, Chunk{0, p->chunk_bytes},
-                   [this, p, generation](const absl::StatusOr<std::string_view>& body) {
-                     OnProbeReply(p, generation, body);
-                   });
+  ++p->in_flight;
+  ++stats_.chunks_requested;
+  // The reply's bytes are read from the socket straight into the allocated object.
+  char* into = reinterpret_cast<char*>(store_.shm_base() + p->location.offset + chunk.offset);
+  rpc::CallInto<proto::READ_OBJECT_CHUNK>(
+      *p->conn, ChunkRequest(p->id, chunk.offset, chunk.length),
+      proto::ReadObjectChunkReply::kDataFieldNumber, std::span<char>(into, chunk.length),
+      [this, weak = std::weak_ptr<bool>(alive_), p, generation,
+       chunk](const absl::StatusOr<rpc::IntoReply<proto::ReadObjectChunkReply>>& reply) {
+        if (!weak.expired()) OnChunkReply(p, generation, chunk, reply);
+      });
 }
 
 void ObjectManager::OnProbeReply(const PullPtr& p, uint64_t generation,
                                  const absl::StatusOr<std::string_view>& body) {
   --p->in_flight;
+  if (p->failure) return FinishFailureIfDrained(p);
   if (p->done || generation != p->generation) return;
   if (!body.ok()) return SourceFailed(p, body.status());
   std::optional<ChunkReplyView> reply = ParseChunkReply(*body);
@@ -294,7 +326,7 @@ void ObjectManager::OnProbeReply(const PullPtr& p, uint64_t generation,
 }
 
 void ObjectManager::OnCreated(const PullPtr& p, absl::StatusOr<ObjectLocation> location) {
-  if (p->done) {
+  if (p->done || p->failure) {
     // Stopped or failed while waiting: the copy that was just made is not wanted.
     if (location.ok()) store_.AbortCreateForNode(p->id);
     return;
@@ -320,8 +352,7 @@ void ObjectManager::OnCreated(const PullPtr& p, absl::StatusOr<ObjectLocation> l
 }
 
 void ObjectManager::IssueChunks(const PullPtr& p) {
-  if (p->done || !p->created || !p->conn) return;
-  const uint64_t generation = p->generation;
+  if (p->done || p->failure || !p->created || !p->conn) return;
   while (p->in_flight < p->chunks_in_flight) {
     Chunk chunk;
     if (!p->retry.empty()) {
@@ -334,36 +365,41 @@ void ObjectManager::IssueChunks(const PullPtr& p) {
     } else {
       return;
     }
-    SendChunkRequest(p, chunk,
-                     [this, p, generation, chunk](const absl::StatusOr<std::string_view>& body) {
-                       OnChunkReply(p, generation, chunk, body);
-                     });
+    ReadChunk(p, chunk);
   }
 }
 
-void ObjectManager::OnChunkReply(const PullPtr& p, uint64_t generation, Chunk chunk,
-                                 const absl::StatusOr<std::string_view>& body) {
+void ObjectManager::OnChunkReply(
+    const PullPtr& p, uint64_t generation, Chunk chunk,
+    const absl::StatusOr<rpc::IntoReply<proto::ReadObjectChunkReply>>& reply) {
   --p->in_flight;
+  if (p->failure) return FinishFailureIfDrained(p);
   if (p->done) return;
   absl::Status failure;
-  std::optional<ChunkReplyView> reply;
-  if (!body.ok()) {
-    failure = body.status();
-  } else if (reply = ParseChunkReply(*body); !reply) {
-    failure = absl::DataLossError("malformed READ_OBJECT_CHUNK reply");
-  } else if (reply->object_size_bytes != *p->size || reply->data.size() != chunk.length) {
-    failure = absl::DataLossError(absl::StrCat("READ_OBJECT_CHUNK reply of ", reply->data.size(),
-                                               " bytes of an object of ", reply->object_size_bytes,
-                                               " bytes, for ", chunk.length, " bytes at ",
-                                               chunk.offset, " of ", *p->size));
+  if (!reply.ok()) {
+    failure = reply.status();
+  } else {
+    uint64_t got = reply->bytes;
+    const std::string& inline_data = reply->reply.data();
+    if (got == 0 && !inline_data.empty()) {
+      // A peer that sends the bytes inside the message, not as a raw tail.
+      got = inline_data.size();
+      if (reply->reply.object_size_bytes() == *p->size && got == chunk.length) {
+        std::memcpy(store_.shm_base() + p->location.offset + chunk.offset, inline_data.data(), got);
+      }
+    }
+    if (reply->reply.object_size_bytes() != *p->size || got != chunk.length) {
+      failure = absl::DataLossError(
+          absl::StrCat("READ_OBJECT_CHUNK reply of ", got, " bytes of an object of ",
+                       reply->reply.object_size_bytes(), " bytes, for ", chunk.length, " bytes at ",
+                       chunk.offset, " of ", *p->size));
+    }
   }
   if (!failure.ok()) {
     p->retry.push_back(chunk);
     if (generation == p->generation) return SourceFailed(p, failure);
     return IssueChunks(p);  // an earlier source's late failure
   }
-  std::memcpy(store_.shm_base() + p->location.offset + chunk.offset, reply->data.data(),
-              chunk.length);
   p->received += chunk.length;
   stats_.bytes_received += chunk.length;
   if (p->received == *p->size) return Succeed(p);
@@ -407,11 +443,20 @@ void ObjectManager::Succeed(const PullPtr& p) {
 }
 
 void ObjectManager::Fail(const PullPtr& p, absl::Status status) {
+  if (p->done || p->failure) return;
   ++stats_.transfers_failed;
   if (p->waiting_for_room) store_.CancelCreateForNode(p->id);
+  p->waiting_for_room = false;
+  p->failure = std::move(status);
+  p->conn = nullptr;
+  FinishFailureIfDrained(p);
+}
+
+void ObjectManager::FinishFailureIfDrained(const PullPtr& p) {
+  if (p->done || !p->failure || p->in_flight > 0) return;
   if (p->created) store_.AbortCreateForNode(p->id);
   p->created = false;
-  Finish(p, status);
+  Finish(p, *p->failure);
 }
 
 void ObjectManager::Finish(const PullPtr& p, const absl::Status& status) {
@@ -425,14 +470,20 @@ void ObjectManager::Finish(const PullPtr& p, const absl::Status& status) {
 void ObjectManager::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  connect_loop_.Stop();  // waits for a connect under way
+  // Closing on the loop closes the streams at once: no chunk read writes into a copy after
+  // this, so the copies can go now, whatever reads are still outstanding.
+  pool_.CloseAll(absl::CancelledError("object manager stopped"));
   std::vector<PullPtr> pulls;
   for (auto& [id, p] : pulls_) pulls.push_back(p);
   for (auto& p : pulls) {
     Fail(p, absl::CancelledError(
                 absl::StrCat("pull of object ", p->id.Hex(), ": the object manager stopped")));
+    if (p->done) continue;
+    if (p->created) store_.AbortCreateForNode(p->id);
+    p->created = false;
+    Finish(p, *p->failure);
   }
-  connect_loop_.Stop();  // waits for a connect under way
-  pool_.CloseAll(absl::CancelledError("object manager stopped"));
 }
 
 }  // namespace raio::node

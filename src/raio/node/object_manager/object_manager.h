@@ -3,12 +3,14 @@
 // *pulls* it from nodes that have it, in chunks, straight into its own store.
 //
 //  - Serving: READ_OBJECT_CHUNK {object, offset, length} is answered with the object's
-//    size and those bytes; the object is pinned in the local store while they are copied
-//    (a spilled object is restored first). NOT_FOUND when this node has no sealed copy.
+//    size and those bytes, sent from the store with no copy (a raw tail: rpc/buffers.h);
+//    the object is pinned in the local store until the connection has written them (a
+//    spilled object is restored first). NOT_FOUND when this node has no sealed copy.
 //  - Pulling: Pull(id, sources, done) allocates the object in the local store (admission:
 //    it waits for room, never overcommits; fails at once only when the object can never
 //    fit), reads it from the first source that answers, `chunks_in_flight` chunks of
-//    `chunk_bytes` at a time, into the allocated memory, and seals it. A source that
+//    `chunk_bytes` at a time, from the socket straight into the allocated memory
+//    (rpc::CallInto), and seals it. A source that
 //    fails (its connection closes, it answers NOT_FOUND or with bytes that do not fit)
 //    is left for the next one, which reads the chunks not received yet. Concurrent pulls
 //    of one object share one transfer. The copy is *secondary* (CopyKind::kSecondary):
@@ -115,6 +117,9 @@ class ObjectManager {
 
   void ServeChunk(const rpc::Responder<proto::READ_OBJECT_CHUNK>& r,
                   const proto::ReadObjectChunkRequest& req);
+  // A keep-alive that holds one of the node's pins on `id` (taken by the caller) and drops
+  // it, on the loop, when released.
+  std::shared_ptr<const void> HoldPin(const ObjectId& id);
 
   // Moves `p` to its next untried source (connecting first), or fails it.
   void NextSource(const PullPtr& p);
@@ -128,14 +133,16 @@ class ObjectManager {
   void OnCreated(const PullPtr& p, absl::StatusOr<ObjectLocation> location);
   // Keeps chunks_in_flight chunk reads outstanding on the current source.
   void IssueChunks(const PullPtr& p);
-  void SendChunkRequest(const PullPtr& p, Chunk chunk,
-                        std::function<void(const absl::StatusOr<std::string_view>&)> on_reply);
+  // Reads `chunk` from the current source into the allocated object.
+  void ReadChunk(const PullPtr& p, Chunk chunk);
   void OnChunkReply(const PullPtr& p, uint64_t generation, Chunk chunk,
-                    const absl::StatusOr<std::string_view>& body);
+                    const absl::StatusOr<rpc::IntoReply<proto::ReadObjectChunkReply>>& reply);
   // The current source failed: remember why and move on.
   void SourceFailed(const PullPtr& p, const absl::Status& why);
   void Succeed(const PullPtr& p);
+  // Fails `p`; it finishes once none of its reads is outstanding (FinishFailureIfDrained).
   void Fail(const PullPtr& p, absl::Status status);
+  void FinishFailureIfDrained(const PullPtr& p);
   void Finish(const PullPtr& p, const absl::Status& status);
 
   // `f` runs on the loop unless the manager is gone by then.
@@ -149,7 +156,6 @@ class ObjectManager {
   EventLoop connect_loop_{"object-manager-connect"};
   std::unordered_map<ObjectId, PullPtr, ObjectId::Hasher> pulls_;
   Stats stats_;
-  proto::ReadObjectChunkReply serve_scratch_;  // ServeChunk's reply, reused
   bool stopped_ = false;
   // Callbacks that may run after the manager is gone (posted closures, replies on pooled
   // connections) hold a weak_ptr to this and do nothing once it has expired.

@@ -3,6 +3,10 @@
 // dir) and a TCP listener on 127.0.0.1 port 0 serving READ_OBJECT_CHUNK.
 #include "raio/node/object_manager/object_manager.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +21,8 @@
 #include "gtest/gtest.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/ids.h"
+#include "raio/rpc.pb.h"
+#include "raio/rpc/frame.h"
 #include "raio/rpc/listener.h"
 #include "raio/rpc/service.h"
 #include "raio/testkit/temp_dir.h"
@@ -59,8 +65,8 @@ bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds dead
 class TestNode {
  public:
   // Sees every frame the node receives before its service does; true drops it.
-  using Intercept =
-      std::function<bool(const std::shared_ptr<rpc::Connection>&, const rpc::FrameHeader&)>;
+  using Intercept = std::function<bool(const std::shared_ptr<rpc::Connection>&,
+                                       const rpc::FrameHeader&, std::string_view body)>;
 
   explicit TestNode(uint64_t capacity_bytes, uint64_t chunk_bytes = 64 * 1024,
                     int chunks_in_flight = 4)
@@ -186,7 +192,7 @@ class TestNode {
     conn->Start(
         [this](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
                std::string_view body) {
-          if (intercept_ && intercept_(c, h)) return;
+          if (intercept_ && intercept_(c, h, body)) return;
           if (!service_.Dispatch(c, h, body)) service_.RejectUnknown(c, h);
         },
         nullptr);
@@ -206,7 +212,8 @@ class TestNode {
 // one, instead of answering.
 TestNode::Intercept CloseFromChunk(int n) {
   auto seen = std::make_shared<int>(0);
-  return [seen, n](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h) {
+  return [seen, n](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                   std::string_view) {
     if (h.method != proto::READ_OBJECT_CHUNK || ++*seen < n) return false;
     c->Close(absl::UnavailableError("test closes mid-transfer"));
     return true;
@@ -315,11 +322,11 @@ TEST(ObjectManagerTest, DropsHalfWrittenCopyWhenOnlySourceLosesObjectMidTransfer
   src.Put(id, RandomBytes(kMiB, 3));
   auto seen = std::make_shared<int>(0);
   ObjectStoreService* store = &src.store();
-  src.SetIntercept(
-      [seen, store, id](const std::shared_ptr<rpc::Connection>&, const rpc::FrameHeader& h) {
-        if (h.method == proto::READ_OBJECT_CHUNK && ++*seen == 4) store->DeleteObject(id);
-        return false;  // the service answers: NOT_FOUND from now on
-      });
+  src.SetIntercept([seen, store, id](const std::shared_ptr<rpc::Connection>&,
+                                     const rpc::FrameHeader& h, std::string_view) {
+    if (h.method == proto::READ_OBJECT_CHUNK && ++*seen == 4) store->DeleteObject(id);
+    return false;  // the service answers: NOT_FOUND from now on
+  });
 
   absl::Status s = dst.Pull(id, {src.address()});
 
@@ -454,6 +461,124 @@ TEST(ObjectManagerTest, AnswersMalformedChunkRequestsWithClearErrors) {
 
   (*conn)->Close(absl::CancelledError("test over"));
   client_loop.Stop();
+}
+
+TEST(ObjectManagerTest, ServedChunkStaysPinnedUntilWrittenAndIsUnpinnedWhenThePeerGoes) {
+  TestNode src(64 * kMiB);
+  const ObjectId id = RandomId<ObjectId>();
+  src.Put(id, RandomBytes(32 * kMiB, 8));
+  // A raw client asks for one 32 MiB chunk and never reads: the reply cannot all fit in
+  // the sockets' buffers, so it waits to be written, from the store.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(src.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  proto::ReadObjectChunkRequest req;
+  req.set_object_id(id.Binary());
+  req.set_length_bytes(32 * kMiB);
+  const std::string body = req.SerializeAsString();
+  std::string frame(rpc::kFrameHeaderBytes, '\0');
+  rpc::EncodeFrameHeader(
+      {rpc::FrameKind::kRequest, proto::READ_OBJECT_CHUNK, 1, static_cast<uint32_t>(body.size())},
+      frame.data());
+  frame += body;
+  ASSERT_EQ(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(frame.size()));
+  ASSERT_TRUE(WaitUntil([&] { return src.stats().chunks_served == 1; }));
+
+  EXPECT_EQ(src.List().at(0).num_pins, 1u);  // pinned while its bytes wait
+
+  ::close(fd);  // the puller goes away: the connection closes and lets the bytes go
+  EXPECT_TRUE(WaitUntil([&] { return src.List().at(0).num_pins == 0; }));
+}
+
+TEST(ObjectManagerTest, PullsFromAPeerThatSendsTheBytesInsideItsReplies) {
+  TestNode src(8 * kMiB), dst(8 * kMiB);
+  const ObjectId id = RandomId<ObjectId>();
+  const std::string bytes = RandomBytes(kMiB + 5, 9);
+  src.Put(id, bytes);
+  // The source answers as a peer without raw tails would: `data` inside the message.
+  src.SetIntercept([bytes](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
+                           std::string_view body) {
+    if (h.method != proto::READ_OBJECT_CHUNK) return false;
+    proto::ReadObjectChunkRequest req;
+    EXPECT_TRUE(req.ParseFromArray(body.data(), static_cast<int>(body.size())));
+    proto::ReadObjectChunkReply reply;
+    reply.set_object_size_bytes(bytes.size());
+    reply.set_data(bytes.substr(req.offset_bytes(), req.length_bytes()));
+    c->Reply(h, reply);
+    return true;
+  });
+
+  ASSERT_TRUE(dst.Pull(id, {src.address()}).ok());
+
+  EXPECT_TRUE(*dst.Read(id) == bytes);
+  EXPECT_EQ(dst.stats().bytes_received, bytes.size());
+}
+
+TEST(ObjectManagerTest, FailedPullDropsItsCopyOnlyOnceNoReadIsOutstanding) {
+  TestNode src(8 * kMiB), dst(8 * kMiB, 64 * 1024, 4);
+  const ObjectId id = RandomId<ObjectId>();
+  src.Put(id, RandomBytes(kMiB, 10));
+  // The probe is answered; the next read fails; the three after it are held, unanswered,
+  // while they may still write into the puller's copy.
+  using Held = std::pair<std::shared_ptr<rpc::Connection>, rpc::FrameHeader>;
+  auto held = std::make_shared<std::vector<Held>>();
+  auto seen = std::make_shared<int>(0);
+  src.SetIntercept([held, seen](const std::shared_ptr<rpc::Connection>& c,
+                                const rpc::FrameHeader& h, std::string_view) {
+    if (h.method != proto::READ_OBJECT_CHUNK) return false;
+    ++*seen;
+    if (*seen == 1) return false;
+    if (*seen == 2) {
+      c->ReplyError(h, absl::NotFoundError("gone"));
+    } else {
+      held->emplace_back(c, h);
+    }
+    return true;
+  });
+
+  std::future<absl::Status> pull = dst.PullAsync(id, {src.address()});
+  ASSERT_TRUE(WaitUntil([&] { return src.Run([&] { return held->size(); }) == 3; }));
+  ASSERT_TRUE(WaitUntil([&] { return dst.stats().source_failures == 1; }));
+  // Failed, but three reads into the copy are outstanding: it stays, the pull waits.
+  EXPECT_EQ(pull.wait_for(50ms), std::future_status::timeout);
+  EXPECT_EQ(dst.List().size(), 1u);
+
+  src.Run([&] {
+    for (auto& [c, h] : *held) c->ReplyError(h, absl::NotFoundError("gone"));
+    return 0;
+  });
+  ASSERT_EQ(pull.wait_for(30s), std::future_status::ready);
+  absl::Status s = pull.get();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_TRUE(dst.List().empty());
+  EXPECT_EQ(dst.Run([&] { return dst.manager().num_active_pulls(); }), 0u);
+}
+
+TEST(ObjectManagerTest, StopMidTransferFailsThePullAndDropsTheCopyAtOnce) {
+  TestNode src(8 * kMiB), dst(8 * kMiB, 64 * 1024, 4);
+  const ObjectId id = RandomId<ObjectId>();
+  src.Put(id, RandomBytes(kMiB, 11));
+  // Only the probe is answered: the chunk reads after it stay outstanding.
+  auto seen = std::make_shared<int>(0);
+  src.SetIntercept(
+      [seen](const std::shared_ptr<rpc::Connection>&, const rpc::FrameHeader& h, std::string_view) {
+        return h.method == proto::READ_OBJECT_CHUNK && ++*seen > 1;
+      });
+
+  std::future<absl::Status> pull = dst.PullAsync(id, {src.address()});
+  ASSERT_TRUE(WaitUntil([&] { return src.Run([&] { return *seen; }) == 5; }));
+  dst.Run([&] {
+    dst.manager().Stop();
+    return 0;
+  });
+
+  ASSERT_EQ(pull.wait_for(0s), std::future_status::ready);  // Stop ran the callback
+  EXPECT_EQ(pull.get().code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(dst.List().empty());
 }
 
 }  // namespace
