@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -305,8 +306,11 @@ std::unique_ptr<TestHosts> TestHosts::Create(int n, std::string* why_not) {
   constexpr uint64_t kNetAdmin = 1ull << 12, kSysAdmin = 1ull << 21;
   const uint64_t caps = EffectiveCapabilities();
   if ((caps & kNetAdmin) == 0 || (caps & kSysAdmin) == 0) {
-    *why_not = "network namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN (run as root); uid " +
-               std::to_string(::geteuid()) + " has neither or one";
+    *why_not =
+        "network namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN (run as root); this "
+        "process (uid " +
+        std::to_string(::geteuid()) + ") lacks " +
+        ((caps & kNetAdmin) == 0 ? "CAP_NET_ADMIN" : "CAP_SYS_ADMIN");
     return nullptr;
   }
   if (IpPath().empty()) {
@@ -496,30 +500,38 @@ std::unique_ptr<HostCluster> HostCluster::Create(const TestHosts& hosts, Options
     c.reset();  // stops what started
     return nullptr;
   };
-  auto r = c->Cli(0, "start --head --host " + hosts.ip(0) + " --port 0 " + c->options_.head_flags);
+  const std::string head_host = c->options_.head_host.empty() ? hosts.ip(0) : c->options_.head_host;
+  auto r = c->Cli(0, "start --head --host " + head_host + " --port 0 " + c->options_.head_flags);
   auto pos = r.output.find("started at ");
   if (r.exit_code != 0 || pos == std::string::npos) return fail("raio start --head on host 0", r);
-  c->head_address_ = r.output.substr(pos + 11, r.output.find('\n', pos) - pos - 11);
+  const std::string printed = r.output.substr(pos + 11, r.output.find('\n', pos) - pos - 11);
+  // The port of what the head printed, at the address other hosts reach it at.
+  c->head_address_ = hosts.ip(0) + printed.substr(printed.rfind(':'));
   for (int i = 1; i < hosts.size(); ++i) {
     auto it = c->options_.node_flags_of_host.find(i);
     const std::string& flags =
         it != c->options_.node_flags_of_host.end() ? it->second : c->options_.node_flags;
-    r = c->Cli(i,
-               "start --address " + c->head_address_ + " --node-ip " + hosts.ip(i) + " " + flags);
+    const std::string node_ip =
+        c->options_.hosts_without_node_ip.count(i) ? "" : " --node-ip " + hosts.ip(i);
+    r = c->Cli(i, "start --address " + c->head_address_ + node_ip + " " + flags);
     pos = r.output.find("raio node ");
     if (r.exit_code != 0 || pos == std::string::npos) {
       return fail("raio start --address on host " + std::to_string(i), r);
     }
     c->node_ids_[i] = r.output.substr(pos + 10, 16);
   }
-  // The head's own node: the one at host 0's IP in the node table.
+  // The head's own node.
   nlohmann::json nodes;
   bool listed = WaitFor(
       [&] {
         nodes = c->ListNodes(0);
         if (static_cast<int>(nodes.size()) != hosts.size()) return false;
+        // The one node not started on hosts 1..n-1 (whatever address it registered).
         for (const auto& n : nodes) {
-          if (n["address"].value("ip", "") == hosts.ip(0)) c->node_ids_[0] = n["node_id"];
+          const std::string id = n["node_id"];
+          if (std::find(c->node_ids_.begin() + 1, c->node_ids_.end(), id) == c->node_ids_.end()) {
+            c->node_ids_[0] = id;
+          }
         }
         return !c->node_ids_[0].empty();
       },

@@ -29,6 +29,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -118,7 +119,8 @@ class TestHosts {
 };
 
 // A raio cluster on test hosts, started with the CLI: `raio start --head --host ip(0)` on
-// host 0, then `raio start --address HEAD --node-ip ip(i)` on each host i > 0. Stop (also
+// host 0, then `raio start --address HEAD --node-ip ip(i)` on each host i > 0 (Options
+// change the head's host and leave --node-ip out). Stop (also
 // the destructor) runs `raio stop` on every host, nodes first.
 class HostCluster {
  public:
@@ -128,6 +130,10 @@ class HostCluster {
     std::string head_flags = "--num-cpus 2";
     std::string node_flags = "--num-cpus 2";  // for every node; per host below wins
     std::map<int, std::string> node_flags_of_host;
+    // The head's --host ("" = ip(0)); with "0.0.0.0" nodes still join at ip(0).
+    std::string head_host;
+    // Hosts whose node gets no --node-ip (it finds its IP toward the head itself).
+    std::set<int> hosts_without_node_ip;
   };
   // Null with `*error` when a daemon did not start; what started is stopped.
   static std::unique_ptr<HostCluster> Create(const TestHosts& hosts, Options options,
@@ -137,7 +143,7 @@ class HostCluster {
   HostCluster& operator=(const HostCluster&) = delete;
 
   const TestHosts& hosts() const { return hosts_; }
-  // "ip(0):port".
+  // "ip(0):port", where nodes and drivers reach the head.
   const std::string& head_address() const { return head_address_; }
   // The hex node id of the node on host i (the head's node on host 0).
   const std::string& node_id(int i) const { return node_ids_.at(i); }
