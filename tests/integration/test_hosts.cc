@@ -191,7 +191,8 @@ struct ChildSetup {
 };
 
 // Forks a child that enters the host (network namespace, a new UTS namespace with the
-// host's name), leads its own process group, writes to `setup.output` and runs `body`;
+// host's name), leads its own process group, writes stdout to `setup.output` and stderr
+// to `setup.output` + ".err", and runs `body`;
 // `body` must only make system calls and exec or _exit. Everything is prepared before
 // the fork: the test process has no other threads, but the child only execs anyway.
 template <typename Body>
@@ -199,8 +200,12 @@ pid_t ForkInHost(const ChildSetup& setup, Body body) {
   const int netns_fd = ::open(setup.netns_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (netns_fd < 0) return -1;
   const int out_fd = ::open(setup.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (out_fd < 0) {
-    ::close(netns_fd);
+  const std::string err_path = setup.output.string() + ".err";
+  const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (out_fd < 0 || err_fd < 0) {
+    for (int fd : {netns_fd, out_fd, err_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
     return -1;
   }
   pid_t pid = ::fork();
@@ -208,7 +213,7 @@ pid_t ForkInHost(const ChildSetup& setup, Body body) {
     ::setpgid(0, 0);
     int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd < 0 || ::dup2(null_fd, STDIN_FILENO) < 0 || ::dup2(out_fd, STDOUT_FILENO) < 0 ||
-        ::dup2(out_fd, STDERR_FILENO) < 0) {
+        ::dup2(err_fd, STDERR_FILENO) < 0) {
       _exit(120);
     }
     // Only stdin, stdout and stderr reach the command: a pipe end of the test's would keep
@@ -230,6 +235,7 @@ pid_t ForkInHost(const ChildSetup& setup, Body body) {
   }
   ::close(netns_fd);
   ::close(out_fd);
+  ::close(err_fd);
   if (pid > 0) ::setpgid(pid, pid);  // also here: no race with a kill of the group
   return pid;
 }
@@ -244,7 +250,12 @@ HostProcess::~HostProcess() {
   ::waitpid(pid_, nullptr, 0);
 }
 
-std::string HostProcess::Output() const { return ReadFile(output_); }
+std::string HostProcess::Output() const {
+  std::string out = ReadFile(output_);
+  std::string err = ReadFile(output_.string() + ".err");
+  if (err.empty()) return out;
+  return out + (out.empty() || out.back() == '\n' ? "" : "\n") + "[stderr]\n" + err;
+}
 
 CommandResult HostProcess::Wait(std::chrono::milliseconds timeout) {
   CommandResult r;
@@ -483,6 +494,7 @@ CommandResult TestHosts::Run(int i, const std::string& command, const Env& env,
   CommandResult r = p->Wait(timeout);
   std::error_code ec;
   std::filesystem::remove(p->output_path(), ec);
+  std::filesystem::remove(p->output_path().string() + ".err", ec);
   return r;
 }
 
@@ -545,7 +557,12 @@ std::unique_ptr<HostCluster> HostCluster::Create(const TestHosts& hosts, Options
 
 nlohmann::json HostCluster::ListNodes(int i) const {
   CommandResult r = Cli(i, "list nodes --json --address " + head_address_);
-  nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+  std::string out = r.output;
+  if (auto err = out.rfind("[stderr]\n", 0) == 0 ? 0 : out.find("\n[stderr]\n");
+      err != std::string::npos) {
+    out.resize(err);
+  }
+  nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
   if (r.exit_code != 0 || !j.is_object()) return nlohmann::json::array();
   return j.value("nodes", nlohmann::json::array());
 }

@@ -42,9 +42,10 @@ using Env = std::map<std::string, std::string>;
 
 class TestHosts;
 
-// A command running in the background on a test host (its own process group). Output
-// (stdout and stderr merged) goes to a file. The destructor kills the group if it still
-// runs.
+// A command running in the background on a test host (its own process group). Its
+// stdout and stderr go to two files; Output() is stdout, then "[stderr]" and stderr when
+// there was any (so that a log line never splits a line the test parses). The destructor
+// kills the group if it still runs.
 class HostProcess {
  public:
   HostProcess(pid_t pid, std::filesystem::path output) : pid_(pid), output_(std::move(output)) {}
@@ -84,8 +85,8 @@ class TestHosts {
   const std::string& bridge() const { return bridge_; }
 
   // Runs `command` with /bin/sh on host i (its network namespace, hostname and TMPDIR,
-  // plus `env`) and waits for it, at most `timeout` (then it is killed). Output has
-  // stdout and stderr merged.
+  // plus `env`) and waits for it, at most `timeout` (then it is killed). Output as
+  // HostProcess::Output.
   CommandResult Run(int i, const std::string& command, const Env& env = {},
                     std::chrono::milliseconds timeout = std::chrono::seconds(120)) const;
   // The same in the background.
