@@ -36,9 +36,11 @@ $(RELEASE_DIR)/build.ninja:
 release: deps $(RELEASE_DIR)/build.ninja
 	cmake --build $(RELEASE_DIR) -j $(JOBS)
 
-# Microbenchmarks, Release build; prints a table.
+# Microbenchmarks, Release build; prints a table. Then the same paths on 3 nodes of this
+# machine (head + 2 node daemons), each row beside its same-node figure (bench/README.md).
 bench: release
 	$(RELEASE_DIR)/bench/raio_bench
+	$(RELEASE_DIR)/bench/multinode_bench
 
 # LLM serving on the bundled stories260K model: engine vs a plain C forward pass, and
 # continuous vs static batching at 1-64 concurrent streams (bench/llm/README.md).

@@ -1,0 +1,580 @@
+// A raio cluster on real test hosts: three Linux network namespaces on a private bridge,
+// each with its own IP, hostname and TMPDIR (test_hosts.h). The head runs on host 0, a
+// node joins from each of hosts 1 and 2 with `--node-ip` its namespace's IP, and drivers
+// are this binary in a scenario mode run inside a namespace. Nothing reaches another
+// host over loopback here, so an address that says 127.0.0.1 breaks these tests where
+// the one-machine multinode test cannot tell.
+//
+// Adding a test: write a scenario (a function below, registered in kScenarios), then
+// `cluster_->Driver(host, "name", {{"VAR", "value"}})` returns its output and exit code;
+// `SpawnDriver` runs one in the background.
+//
+// Needs root (network namespaces); skips with the reason elsewhere.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <raio/raio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "test_functions.h"
+#include "test_hosts.h"
+
+using namespace raio_test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+std::string g_self;
+
+// The words after `key ` on each line that starts with it, in order.
+std::vector<std::string> Values(const std::string& output, const std::string& key) {
+  std::vector<std::string> values;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key + " ", 0) == 0) values.push_back(line.substr(key.size() + 1));
+  }
+  return values;
+}
+
+std::string Value(const std::string& output, const std::string& key) {
+  auto v = Values(output, key);
+  return v.empty() ? "<no line '" + key + " ...'>" : v.front();
+}
+
+// The IPv4 "ip:port" endpoints that listen for TCP in host i's namespace (its
+// /proc/net/tcp, which shows the sockets of the reader's namespace); IPv6 ones as
+// "[v6]:port" (none expected).
+std::vector<std::string> TcpListeners(const TestHosts& hosts, int i) {
+  auto r = hosts.Run(i, "cat /proc/net/tcp; cat /proc/net/tcp6");
+  std::vector<std::string> out;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string slot, local, remote, state;
+    if (!(f >> slot >> local >> remote >> state) || state != "0A") continue;  // 0A: LISTEN
+    const auto colon = local.find(':');
+    const int port = std::stoi(local.substr(colon + 1), nullptr, 16);
+    if (colon != 8) {
+      out.push_back("[v6]:" + std::to_string(port));
+      continue;
+    }
+    const uint32_t addr = std::stoul(local.substr(0, 8), nullptr, 16);  // little-endian
+    out.push_back(std::to_string(addr & 0xff) + "." + std::to_string((addr >> 8) & 0xff) + "." +
+                  std::to_string((addr >> 16) & 0xff) + "." + std::to_string(addr >> 24) + ":" +
+                  std::to_string(port));
+  }
+  return out;
+}
+
+class NetnsClusterTest : public ::testing::Test {
+ protected:
+  static constexpr int kHosts = 3;
+
+  void SetUp() override {
+    std::string why_not;
+    hosts_ = TestHosts::Create(kHosts, &why_not);
+    if (!hosts_) GTEST_SKIP() << "no test hosts on this machine: " << why_not;
+    std::string error;
+    cluster_ = HostCluster::Create(*hosts_, ClusterOptions(), &error);
+    ASSERT_TRUE(cluster_) << error;
+  }
+  // Every node (and the head's) offers 2 CPUs.
+  virtual HostCluster::Options ClusterOptions() const {
+    HostCluster::Options options;
+    options.cli = RAIO_CLI_PATH;
+    options.self = g_self;
+    options.head_flags = "--num-cpus 2";
+    options.node_flags = "--num-cpus 2";
+    return options;
+  }
+  void TearDown() override {
+    if (cluster_ && HasFailure()) std::cout << cluster_->DaemonLogs();
+    cluster_.reset();  // `raio stop` on every host
+    hosts_.reset();    // kills what is left, removes namespaces, veths, the bridge
+  }
+  // Node ids of the three hosts' nodes.
+  std::set<std::string> AllNodes() const {
+    return {cluster_->node_id(0), cluster_->node_id(1), cluster_->node_id(2)};
+  }
+
+  std::unique_ptr<TestHosts> hosts_;
+  std::unique_ptr<HostCluster> cluster_;
+};
+
+TEST_F(NetnsClusterTest, NodesListTheirNamespaceIpsAndNoLoopbackAddress) {
+  for (int viewer = 0; viewer < kHosts; ++viewer) {  // every host sees the same table
+    json nodes = cluster_->ListNodes(viewer);
+    ASSERT_EQ(nodes.size(), 3u) << "from host " << viewer << ": " << nodes.dump(2);
+    std::map<std::string, json> by_id;
+    for (const auto& n : nodes) by_id[n["node_id"].get<std::string>()] = n;
+    for (int i = 0; i < kHosts; ++i) {
+      ASSERT_EQ(by_id.count(cluster_->node_id(i)), 1u) << nodes.dump(2);
+      const json& n = by_id[cluster_->node_id(i)];
+      EXPECT_EQ(n["address"].value("ip", ""), hosts_->ip(i)) << n.dump(2);
+      EXPECT_GT(n["address"].value("port", 0), 0) << n.dump(2);
+      EXPECT_EQ(n.value("hostname", ""), hosts_->hostname(i)) << n.dump(2);
+      EXPECT_EQ(n.value("state", ""), "alive") << n.dump(2);
+    }
+    EXPECT_EQ(nodes.dump().find("127.0.0.1"), std::string::npos) << nodes.dump(2);
+  }
+  // While a driver on host 1 has workers on every node (a SPREAD round ran), nothing
+  // listens on loopback on any host: the daemons, workers and the driver's owner service
+  // listen on their host's IP (TCP) and on Unix sockets.
+  const std::filesystem::path go = hosts_->tmpdir(1) / "go";
+  auto driver = cluster_->SpawnDriver(1, "share", {{"GO_FILE", go.string()}, {"ROUNDS", "2"}});
+  ASSERT_TRUE(WaitFor([&] { return driver->Output().find("waiting") != std::string::npos; }, 60s))
+      << driver->Output();
+  for (int i = 0; i < kHosts; ++i) {
+    std::vector<std::string> listening = TcpListeners(*hosts_, i);
+    EXPECT_FALSE(listening.empty()) << "host " << i;
+    for (const std::string& address : listening) {
+      EXPECT_EQ(address.rfind(hosts_->ip(i) + ":", 0), 0u)
+          << "host " << i << " listens on " << address;
+    }
+  }
+  auto status = cluster_->Cli(0, "status --json --address " + cluster_->head_address());
+  ASSERT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_EQ(status.output.find("127.0.0.1"), std::string::npos) << status.output;
+  auto text = cluster_->Cli(2, "list nodes --address " + cluster_->head_address());
+  EXPECT_NE(text.output.find("3 nodes"), std::string::npos) << text.output;
+  for (int i = 0; i < kHosts; ++i) {
+    EXPECT_NE(text.output.find(hosts_->ip(i) + ":"), std::string::npos) << text.output;
+  }
+  std::ofstream(go) << "go\n";
+  auto r = driver->Wait(60s);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(cluster_->DaemonLogs(100000).find("127.0.0.1"), std::string::npos);
+}
+
+TEST_F(NetnsClusterTest, ADriverAttachesToTheNodeOfItsOwnHost) {
+  // No RAIO_NODE_ID: the head picks the node at the IP the driver reaches it from.
+  for (int i = 0; i < kHosts; ++i) {
+    auto r = cluster_->Driver(i, "where");
+    ASSERT_EQ(r.exit_code, 0) << "host " << i << ": " << r.output;
+    EXPECT_EQ(Value(r.output, "driver"), cluster_->node_id(i)) << r.output;
+    EXPECT_EQ(Value(r.output, "node"), cluster_->node_id(i)) << r.output;  // packs locally
+  }
+  auto named = cluster_->Driver(2, "where", {{"RAIO_NODE_ID", cluster_->node_id(2)}});
+  ASSERT_EQ(named.exit_code, 0) << named.output;
+  EXPECT_EQ(Value(named.output, "driver"), cluster_->node_id(2)) << named.output;
+}
+
+TEST_F(NetnsClusterTest, TasksSpillToNodesOnOtherHostsUnderLoad) {
+  // Six one-CPU tasks that hold their CPU 1.5 s, from host 1, whose node has 2 CPUs: they
+  // only all run at once if its node spills four of them to the other hosts.
+  auto r = cluster_->Driver(1, "spill");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> ran = Values(r.output, "node");
+  ASSERT_EQ(ran.size(), 6u) << r.output;
+  std::multiset<std::string> count(ran.begin(), ran.end());
+  for (const std::string& id : ran) EXPECT_EQ(AllNodes().count(id), 1u) << id;
+  for (const std::string& id : AllNodes()) EXPECT_EQ(count.count(id), 2u) << id << "\n" << r.output;
+}
+
+TEST_F(NetnsClusterTest, SpreadPutsTasksOnAllThreeHosts) {
+  auto r = cluster_->Driver(2, "spread");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> ran = Values(r.output, "spread");
+  EXPECT_EQ(std::set<std::string>(ran.begin(), ran.end()), AllNodes()) << r.output;
+}
+
+TEST_F(NetnsClusterTest, HardAffinityRunsOnTheNamedHostAndSoftAffinityToAnUnknownNodeRunsAnyway) {
+  auto r = cluster_->Driver(1, "affinity", {{"TARGET_NODE", cluster_->node_id(2)}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Values(r.output, "affinity"), std::vector<std::string>(3, cluster_->node_id(2)))
+      << r.output;
+  EXPECT_EQ(AllNodes().count(Value(r.output, "soft-unknown")), 1u) << r.output;
+  EXPECT_EQ(Value(r.output, "hard-unknown"), "UnschedulableError") << r.output;
+  // And to the head's host from host 2.
+  r = cluster_->Driver(2, "affinity", {{"TARGET_NODE", cluster_->node_id(0)}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Values(r.output, "affinity"), std::vector<std::string>(3, cluster_->node_id(0)))
+      << r.output;
+}
+
+TEST_F(NetnsClusterTest, SmallArgumentsResultsAndErrorsRoundTripBetweenHosts) {
+  // The driver on host 1 runs each task on host 2's node (hard affinity); its arguments
+  // and results cross the bridge both ways.
+  auto r = cluster_->Driver(1, "roundtrip", {{"TARGET_NODE", cluster_->node_id(2)}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Value(r.output, "scale"), "3 -6 p*") << r.output;
+  EXPECT_EQ(Value(r.output, "sum"), std::to_string(10000 * 9999 / 2)) << r.output;
+  EXPECT_EQ(Value(r.output, "string"), std::to_string(60 * 1024 + 1) + " !") << r.output;
+  EXPECT_EQ(Value(r.output, "ref arg"), "25") << r.output;
+  EXPECT_EQ(Value(r.output, "error"),
+            "TaskError std::runtime_error " + cluster_->node_id(2) + " bad input 7")
+      << r.output;
+  EXPECT_EQ(Value(r.output, "nested"), std::to_string(1 + 4 + 9 + 16 + 25)) << r.output;
+  for (const std::string& where : Values(r.output, "ran on")) {
+    EXPECT_EQ(where, cluster_->node_id(2)) << r.output;
+  }
+  EXPECT_EQ(Values(r.output, "ran on").size(), 3u) << r.output;
+}
+
+TEST_F(NetnsClusterTest, DriversOnDifferentHostsShareTheCluster) {
+  // A long driver on host 1 runs work on all nodes, waits while a second driver on host
+  // 2 runs its own work and exits (its job ends on every node), then runs again.
+  const std::filesystem::path go = hosts_->tmpdir(1) / "go";
+  auto first = cluster_->SpawnDriver(1, "share", {{"GO_FILE", go.string()}, {"ROUNDS", "2"}});
+  ASSERT_TRUE(WaitFor([&] { return first->Output().find("waiting") != std::string::npos; }, 60s))
+      << first->Output();
+  auto second = cluster_->Driver(2, "share", {{"ROUNDS", "1"}});
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  std::ofstream(go) << "go\n";
+  auto r = first->Wait(60s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  EXPECT_EQ(Value(r.output, "driver"), cluster_->node_id(1)) << r.output;
+  EXPECT_EQ(Value(second.output, "driver"), cluster_->node_id(2)) << second.output;
+  for (const auto* out : {&r.output, &second.output}) {
+    for (const std::string& round : Values(*out, "round")) {
+      std::istringstream in(round);
+      std::string n;
+      std::set<std::string> nodes;
+      in >> n;
+      for (std::string id; in >> id;) nodes.insert(id);
+      EXPECT_EQ(nodes, AllNodes()) << *out;
+    }
+    EXPECT_EQ(Value(*out, "sum"), std::to_string(2 * (0 + 1 + 2 + 3 + 4 + 5))) << *out;
+  }
+  EXPECT_EQ(Values(r.output, "round").size(), 2u) << r.output;
+  // Both hosts' CLIs see all three nodes.
+  for (int i : {1, 2}) EXPECT_EQ(cluster_->ListNodes(i).size(), 3u) << "host " << i;
+}
+
+// Host 2's node is started without --node-ip.
+class NetnsDefaultNodeIpTest : public NetnsClusterTest {
+ protected:
+  HostCluster::Options ClusterOptions() const override {
+    HostCluster::Options options = NetnsClusterTest::ClusterOptions();
+    options.hosts_without_node_ip = {2};
+    return options;
+  }
+};
+
+TEST_F(NetnsDefaultNodeIpTest, ANodeWithoutNodeIpRegistersTheAddressItReachesTheHeadFrom) {
+  bool found = false;
+  for (const auto& n : cluster_->ListNodes(1)) {
+    if (n["node_id"] != cluster_->node_id(2)) continue;
+    found = true;
+    EXPECT_EQ(n["address"].value("ip", ""), hosts_->ip(2)) << n.dump(2);
+  }
+  EXPECT_TRUE(found);
+  auto r = cluster_->Driver(1, "affinity", {{"TARGET_NODE", cluster_->node_id(2)}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Values(r.output, "affinity"), std::vector<std::string>(3, cluster_->node_id(2)))
+      << r.output;
+}
+
+// The head listens on every address (`--host 0.0.0.0`) and gets no --node-ip, as a user
+// who wants other hosts to reach it would start it. Both tests fail today (product bugs,
+// described in the report of the branch that added them); run them with
+// --gtest_also_run_disabled_tests.
+class NetnsHeadOnAllAddressesTest : public NetnsClusterTest {
+ protected:
+  HostCluster::Options ClusterOptions() const override {
+    HostCluster::Options options = NetnsClusterTest::ClusterOptions();
+    options.head_host = "0.0.0.0";
+    return options;
+  }
+};
+
+// LocalCluster takes 127.0.0.1 as the node IP when --host is 0.0.0.0, so no other host
+// reaches the head's node; it should take the address it reaches other hosts from.
+TEST_F(NetnsHeadOnAllAddressesTest, DISABLED_TheHeadsNodeRegistersARoutableAddress) {
+  for (const auto& n : cluster_->ListNodes(1)) {
+    if (n["node_id"] == cluster_->node_id(0)) {
+      EXPECT_EQ(n["address"].value("ip", ""), hosts_->ip(0)) << n.dump(2);
+    }
+  }
+}
+
+// When the owner cannot reach the node a spillback names, it asks its own node again;
+// after max_spillback_hops its node queues the lease itself whatever the strategy, so a
+// hard node affinity (or a label selector) runs on a node it excludes.
+TEST_F(NetnsHeadOnAllAddressesTest, DISABLED_HardAffinityToANodeNoOneReachesNeverRunsElsewhere) {
+  auto r = cluster_->Driver(1, "affinity",
+                            {{"TARGET_NODE", cluster_->node_id(0)}, {"GET_TIMEOUT_S", "10"}});
+  for (const std::string& ran : Values(r.output, "affinity")) {
+    EXPECT_EQ(ran, cluster_->node_id(0)) << r.output;
+  }
+}
+
+// The fixture itself: teardown leaves no namespace, link, process or directory behind,
+// and what a killed test process left is removed by the next one.
+class TestHostsTest : public ::testing::Test {
+ protected:
+  static std::set<std::string> Matching(const std::string& listing, const std::string& needle) {
+    std::set<std::string> found;
+    std::istringstream in(listing);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(needle) != std::string::npos) found.insert(line);
+    }
+    return found;
+  }
+  static bool ProcessGone(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto paren = stat.rfind(')');
+    return stat.empty() || (paren != std::string::npos && stat.compare(paren + 2, 1, "Z") == 0);
+  }
+};
+
+TEST_F(TestHostsTest, TeardownRemovesNamespacesLinksProcessesAndDirectories) {
+  std::string why_not;
+  auto hosts = TestHosts::Create(2, &why_not);
+  if (!hosts) GTEST_SKIP() << "no test hosts on this machine: " << why_not;
+  const std::string netns = hosts->netns(0), bridge = hosts->bridge();
+  const std::filesystem::path dir = hosts->tmpdir(0).parent_path();
+  // A process left running on a host (as a daemon whose `raio stop` failed would be).
+  auto sleeper = hosts->Run(1, "sleep 600 >/dev/null 2>&1 & echo $!");
+  ASSERT_EQ(sleeper.exit_code, 0) << sleeper.output;
+  const pid_t pid = std::stoi(sleeper.output);
+  EXPECT_FALSE(ProcessGone(pid));
+  EXPECT_EQ(Matching(RunCommand("ip netns list").output, netns).size(), 1u);
+  hosts.reset();
+  EXPECT_TRUE(WaitFor([&] { return ProcessGone(pid); }, 5s)) << pid;
+  EXPECT_TRUE(Matching(RunCommand("ip netns list").output, netns).empty());
+  const std::string prefix = bridge.substr(3);  // the pid: in the bridge's and veths' names
+  EXPECT_TRUE(Matching(RunCommand("ip -o link show").output, "rtb" + prefix).empty());
+  EXPECT_TRUE(Matching(RunCommand("ip -o link show").output, "rtv" + prefix + "-").empty());
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
+}
+
+TEST_F(TestHostsTest, CreateRemovesWhatAKilledTestProcessLeft) {
+  std::string why_not;
+  if (!TestHosts::Create(1, &why_not)) GTEST_SKIP() << "no test hosts: " << why_not;
+  // A child makes hosts, starts a process on one, and ends without tearing down.
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    std::string why;
+    TestHosts* leaked = TestHosts::Create(2, &why).release();
+    std::string line = "none";
+    if (leaked != nullptr) {
+      auto r = leaked->Run(1, "sleep 600 >/dev/null 2>&1 & echo $!");
+      line = leaked->netns(1) + " " + leaked->bridge() + " " + r.output;
+    }
+    (void)!::write(fds[1], line.data(), line.size());
+    _exit(0);
+  }
+  ::close(fds[1]);
+  std::string line;
+  char buf[256];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) line.append(buf, n);
+  ::close(fds[0]);
+  ::waitpid(child, nullptr, 0);
+  std::istringstream in(line);
+  std::string netns, bridge;
+  pid_t sleeper = 0;
+  ASSERT_TRUE(in >> netns >> bridge >> sleeper) << line;
+  EXPECT_FALSE(ProcessGone(sleeper));
+  EXPECT_EQ(Matching(RunCommand("ip netns list").output, netns).size(), 1u);
+  EXPECT_EQ(Matching(RunCommand("ip -o link show").output, bridge + ":").size(), 1u);
+
+  EXPECT_GE(TestHosts::CleanStale(), 1);
+  EXPECT_TRUE(WaitFor([&] { return ProcessGone(sleeper); }, 5s)) << sleeper;
+  EXPECT_TRUE(Matching(RunCommand("ip netns list").output, netns).empty());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        std::string links = RunCommand("ip -o link show").output;
+        return Matching(links, bridge + ":").empty() &&
+               Matching(links, "rtv" + bridge.substr(3) + "-").empty();
+      },
+      5s));
+}
+
+// ---- scenarios (drivers, run on a host) ----
+
+std::string GetEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+raio::SchedulingStrategy On(const std::string& node) {
+  return raio::SchedulingStrategy::NodeAffinity(node);
+}
+
+int ScenarioWhere() {
+  raio::Init();
+  std::cout << "driver " << raio::GetNodeId() << "\n";
+  std::cout << "node " << raio::Task(NodeIdAfterMs).Remote(0).Get(60s) << "\n";
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioSpill() {
+  raio::Init();
+  std::vector<raio::ObjectRef<std::string>> refs;
+  for (int i = 0; i < 6; ++i) refs.push_back(raio::Task(NodeIdAfterMs).Remote(1500));
+  for (auto& r : refs) std::cout << "node " << r.Get(60s) << "\n";
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioSpread() {
+  raio::Init();
+  std::vector<raio::ObjectRef<std::string>> refs;
+  for (int i = 0; i < 3; ++i) {
+    refs.push_back(raio::Task(NodeIdAfterMs)
+                       .SetSchedulingStrategy(raio::SchedulingStrategy::Spread())
+                       .Remote(300));
+  }
+  for (auto& r : refs) std::cout << "spread " << r.Get(60s) << "\n";
+  raio::Shutdown();
+  return 0;
+}
+
+template <typename F>
+std::string ErrorKind(F f) {
+  try {
+    f();
+    return "no error";
+  } catch (const raio::UnschedulableError&) {
+    return "UnschedulableError";
+  } catch (const raio::TaskError& e) {
+    return "TaskError " + e.exception_type() + " " + e.node_id() + " " + e.message();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+// Three tasks with hard affinity to TARGET_NODE (each Get waits GET_TIMEOUT_S, default
+// 60), then soft and hard affinity to a node that does not exist.
+int ScenarioAffinity() {
+  raio::Init();
+  const std::string target = GetEnv("TARGET_NODE");
+  const std::chrono::seconds timeout(
+      GetEnv("GET_TIMEOUT_S").empty() ? 60 : std::stoi(GetEnv("GET_TIMEOUT_S")));
+  std::vector<raio::ObjectRef<std::string>> refs;
+  for (int i = 0; i < 3; ++i) {
+    refs.push_back(raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On(target)).Remote(100));
+  }
+  for (auto& r : refs) std::cout << "affinity " << r.Get(timeout) << std::endl;
+  std::cout << "soft-unknown "
+            << raio::Task(NodeIdAfterMs)
+                   .SetSchedulingStrategy(
+                       raio::SchedulingStrategy::NodeAffinity("00000000000000ab", true))
+                   .Remote(0)
+                   .Get(60s)
+            << "\n";
+  std::cout << "hard-unknown " << ErrorKind([] {
+    raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On("00000000000000ab")).Remote(0).Get(60s);
+  }) << "\n";
+  raio::Shutdown();
+  return 0;
+}
+
+int ScenarioRoundTrip() {
+  raio::Init();
+  const std::string target = GetEnv("TARGET_NODE");
+  Point p =
+      raio::Task(Scale).SetSchedulingStrategy(On(target)).Remote(Point{1, -2, "p"}, 3.0).Get(60s);
+  std::cout << "scale " << p.x << " " << p.y << " " << p.label << "\n";
+  std::vector<int> values(10000);
+  for (int i = 0; i < 10000; ++i) values[i] = i;
+  std::cout << "sum "
+            << raio::Task(SumVector).SetSchedulingStrategy(On(target)).Remote(values).Get(60s)
+            << "\n";
+  std::string big(60 * 1024, 'x');  // under the inline limit, well over one TCP segment
+  std::string back = raio::Task(RAIO_FUNC(Overloaded, std::string))
+                         .SetSchedulingStrategy(On(target))
+                         .Remote(big)
+                         .Get(60s);
+  std::cout << "string " << back.size() << " " << back.substr(back.size() - 1) << "\n";
+  // A result made on the other host, owned by this driver, as the argument of a task
+  // there again.
+  auto five = raio::Task(Add).SetSchedulingStrategy(On(target)).Remote(2, 3);
+  std::cout << "ref arg "
+            << raio::Task(Square).SetSchedulingStrategy(On(target)).Remote(five).Get(60s) << "\n";
+  std::cout << "error " << ErrorKind([&] {
+    raio::Task(ThrowsRuntimeError).SetSchedulingStrategy(On(target)).Remote(7).Get(60s);
+  }) << "\n";
+  // A task there that submits tasks of its own (its worker owns them).
+  std::cout << "nested "
+            << raio::Task(NestedSum).SetSchedulingStrategy(On(target)).Remote(5).Get(60s) << "\n";
+  for (int i = 0; i < 3; ++i) {
+    std::cout << "ran on "
+              << raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On(target)).Remote(0).Get(60s)
+              << "\n";
+  }
+  raio::Shutdown();
+  return 0;
+}
+
+// ROUNDS rounds of: 3 SPREAD tasks (one per node, printed as "round <i> <ids>") and 6
+// Add tasks whose sum is printed; between rounds, waits for GO_FILE to exist.
+int ScenarioShare() {
+  raio::Init();
+  std::cout << "driver " << raio::GetNodeId() << std::endl;
+  const int rounds = std::stoi(GetEnv("ROUNDS"));
+  for (int round = 0; round < rounds; ++round) {
+    if (round > 0) {
+      std::cout << "waiting" << std::endl;
+      const std::string go = GetEnv("GO_FILE");
+      if (!WaitFor([&] { return std::filesystem::exists(go); }, 60s)) return 66;
+    }
+    std::vector<raio::ObjectRef<std::string>> where;
+    for (int i = 0; i < 3; ++i) {
+      where.push_back(raio::Task(NodeIdAfterMs)
+                          .SetSchedulingStrategy(raio::SchedulingStrategy::Spread())
+                          .Remote(200));
+    }
+    std::vector<raio::ObjectRef<int>> sums;
+    for (int i = 0; i < 6; ++i) sums.push_back(raio::Task(Add).Remote(i, i));
+    std::cout << "round " << round;
+    for (auto& r : where) std::cout << " " << r.Get(60s);
+    std::cout << "\n";
+    int sum = 0;
+    for (auto& r : sums) sum += r.Get(60s);
+    std::cout << "sum " << sum << std::endl;
+  }
+  raio::Shutdown();
+  return 0;
+}
+
+const std::map<std::string, std::function<int()>> kScenarios = {
+    {"where", ScenarioWhere},       {"spill", ScenarioSpill},         {"spread", ScenarioSpread},
+    {"affinity", ScenarioAffinity}, {"roundtrip", ScenarioRoundTrip}, {"share", ScenarioShare},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
+  g_self = std::filesystem::read_symlink("/proc/self/exe").string();
+  if (const char* scenario = std::getenv("RAIO_TEST_SCENARIO")) {
+    auto it = kScenarios.find(scenario);
+    if (it == kScenarios.end()) {
+      std::cerr << "unknown scenario " << scenario << "\n";
+      return 64;
+    }
+    try {
+      return it->second();
+    } catch (const std::exception& e) {
+      std::cerr << "scenario failed: " << e.what() << "\n";
+      return 65;
+    }
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
