@@ -134,6 +134,9 @@ class NodeManager {
                             const proto::RegisterWorkerRequest& req);
   void HandleRequestLease(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                           const proto::RequestWorkerLeaseRequest& req);
+  // Whether `req`'s hard node affinity or label `selector` rules this node out.
+  bool ExcludesThisNode(const proto::RequestWorkerLeaseRequest& req,
+                        const std::map<std::string, std::string>& selector) const;
   // Replies SPILLBACK: the owner asks node `node_id` (in the view) instead.
   void ReplySpillback(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                       const std::string& node_id, bool grant_or_reject);

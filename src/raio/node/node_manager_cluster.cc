@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
+#include "raio/common/labels.h"
 #include "raio/common/logging.h"
 #include "raio/common/process.h"
 #include "raio/head.pb.h"
@@ -22,6 +23,17 @@ ClusterScheduler::Decision NodeManager::DecideFor(const Lease& lease, bool local
   std::map<std::string, std::string> selector(lease.spec.label_selector().begin(),
                                               lease.spec.label_selector().end());
   return scheduler_.Decide(lease.demand, lease.spec.strategy(), selector, local_has_room);
+}
+
+bool NodeManager::ExcludesThisNode(const proto::RequestWorkerLeaseRequest& req,
+                                   const std::map<std::string, std::string>& selector) const {
+  if (req.strategy().kind() == proto::SchedulingStrategy::NODE_AFFINITY &&
+      !req.strategy().soft() && req.strategy().node_id() != id_.Binary()) {
+    return true;
+  }
+  if (selector.empty()) return false;
+  absl::StatusOr<bool> match = MatchLabels(options_.labels, selector);
+  return !match.ok() || !*match;
 }
 
 void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader& h,
@@ -62,8 +74,21 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
       conn->Reply(h, reply);
       return;
     }
-  } else if (req.spillback_count() < static_cast<uint32_t>(config::max_spillback_hops()) ||
-             !resources_.CheckFeasible(*demand).ok()) {
+  } else if (const bool hops_left =
+                 req.spillback_count() < static_cast<uint32_t>(config::max_spillback_hops());
+             !hops_left && ExcludesThisNode(req, selector)) {
+    // Its hard constraints rule this node out and its owner could not reach a node they
+    // allow, time after time: running it here would break them.
+    proto::RequestWorkerLeaseReply reply;
+    reply.set_result(proto::RequestWorkerLeaseReply::INFEASIBLE);
+    reply.set_message(absl::StrCat(
+        req.function_name(), " cannot run on node ", id_.Hex(),
+        " (its node affinity or label selector rules it out) and its owner could not reach a "
+        "node it may run on after ",
+        req.spillback_count(), " tries; cluster resources: ", ClusterDescription()));
+    conn->Reply(h, reply);
+    return;
+  } else if (hops_left || !resources_.CheckFeasible(*demand).ok()) {
     // Locality: the node holding the task's arguments, when it has room now.
     proto::SchedulingStrategy locality;
     const bool prefer = req.strategy().kind() == proto::SchedulingStrategy::DEFAULT &&
