@@ -69,16 +69,20 @@ struct Expected {
 Expected Model(std::string_view stream) {
   Expected e;
   std::size_t at = 0;
-  while (stream.size() - at >= rpc::kFrameHeaderBytes) {
+  while (at < stream.size()) {
     rpc::FrameHeader h;
-    absl::Status s = rpc::DecodeFrameHeader(stream.data() + at, config::kMaxFrameBytes, &h);
-    if (!s.ok()) {
-      e.close_reason = s;
+    // Version 1 (20 bytes) or version 2 (24, with a tail); no CallInto here, so a tail is
+    // read with the rest of the body.
+    absl::StatusOr<std::size_t> header_bytes =
+        rpc::ParseFrameHeader(stream.substr(at), config::kMaxFrameBytes, &h);
+    if (!header_bytes.ok()) {
+      e.close_reason = header_bytes.status();
       return e;
     }
-    if (stream.size() - at - rpc::kFrameHeaderBytes < h.body_bytes) break;  // truncated
-    std::string body(stream.substr(at + rpc::kFrameHeaderBytes, h.body_bytes));
-    at += rpc::kFrameHeaderBytes + h.body_bytes;
+    if (*header_bytes == 0) break;  // truncated header
+    if (stream.size() - at - *header_bytes < h.body_bytes) break;  // truncated body
+    std::string body(stream.substr(at + *header_bytes, h.body_bytes));
+    at += *header_bytes + h.body_bytes;
     switch (h.kind) {
       case rpc::FrameKind::kRequest:
       case rpc::FrameKind::kOneWay:

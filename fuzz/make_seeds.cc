@@ -31,9 +31,12 @@ void Write(const std::string& fuzzer, const std::string& name, const std::string
   std::ofstream(dir / name, std::ios::binary) << bytes;
 }
 
-std::string Frame(rpc::FrameKind kind, uint32_t method, uint64_t id, const std::string& body) {
-  std::string out(rpc::kFrameHeaderBytes, '\0');
-  rpc::EncodeFrameHeader({kind, method, id, static_cast<uint32_t>(body.size())}, out.data());
+// `tail_bytes` > 0: a version-2 frame whose last `tail_bytes` of `body` are its raw tail.
+std::string Frame(rpc::FrameKind kind, uint32_t method, uint64_t id, const std::string& body,
+                  uint32_t tail_bytes = 0) {
+  std::string out(rpc::kTailFrameHeaderBytes, '\0');
+  out.resize(rpc::EncodeFrameHeader(
+      {kind, method, id, static_cast<uint32_t>(body.size()), tail_bytes}, out.data()));
   return out + body;
 }
 
@@ -63,6 +66,11 @@ void FrameSeeds() {
   Write("frame", "error_reply_with_status_ok",
         std::string(1, '\0') +
             Frame(FrameKind::kError, proto::GET_NODE_STATS, 1, Serialized(ok_status)));
+  // Version 2: a reply whose body ends in a raw tail (read whole: no CallInto here).
+  Write("frame", "reply_with_tail",
+        std::string(1, '\5') +
+            Frame(FrameKind::kReply, proto::READ_OBJECT_CHUNK, 1, "head" + std::string(64, 't'),
+                  64));
   Write("frame", "four_frames_in_7_byte_writes",
         std::string(1, '\7') + request + one_way + reply + error_reply);
   Write("frame", "four_frames_in_1_byte_writes",
@@ -71,7 +79,7 @@ void FrameSeeds() {
   bad[0] = 'X';
   Write("frame", "bad_magic", std::string(1, '\0') + reply + bad);
   bad = request;
-  bad[2] = 2;
+  bad[2] = 3;
   Write("frame", "wrong_version", std::string(1, '\0') + bad);
   bad = request;
   bad[3] = 9;
