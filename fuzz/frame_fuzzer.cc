@@ -79,7 +79,7 @@ Expected Model(std::string_view stream) {
       e.close_reason = header_bytes.status();
       return e;
     }
-    if (*header_bytes == 0) break;  // truncated header
+    if (*header_bytes == 0) break;                                 // truncated header
     if (stream.size() - at - *header_bytes < h.body_bytes) break;  // truncated body
     std::string body(stream.substr(at + *header_bytes, h.body_bytes));
     at += *header_bytes + h.body_bytes;

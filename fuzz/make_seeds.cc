@@ -68,9 +68,8 @@ void FrameSeeds() {
             Frame(FrameKind::kError, proto::GET_NODE_STATS, 1, Serialized(ok_status)));
   // Version 2: a reply whose body ends in a raw tail (read whole: no CallInto here).
   Write("frame", "reply_with_tail",
-        std::string(1, '\5') +
-            Frame(FrameKind::kReply, proto::READ_OBJECT_CHUNK, 1, "head" + std::string(64, 't'),
-                  64));
+        std::string(1, '\5') + Frame(FrameKind::kReply, proto::READ_OBJECT_CHUNK, 1,
+                                     "head" + std::string(64, 't'), 64));
   Write("frame", "four_frames_in_7_byte_writes",
         std::string(1, '\7') + request + one_way + reply + error_reply);
   Write("frame", "four_frames_in_1_byte_writes",

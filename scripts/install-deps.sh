@@ -8,6 +8,7 @@ PKGS=(
   libprotobuf-dev protobuf-compiler libabsl-dev libmsgpack-cxx-dev
   libspdlog-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libhiredis-dev libeigen3-dev
+  libssl-dev              # libcrypto: SHA-256 of job packages
   iproute2                # `ip`: tests/integration/test_hosts.h makes test hosts in network namespaces
   python3-sklearn         # ships the UCI digits CSV used by the main example
   clang libclang-rt-14-dev  # `make fuzz`: clang with libFuzzer and the sanitizer runtimes

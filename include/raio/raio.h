@@ -73,6 +73,13 @@ struct InitOptions {
   // Standalone cluster only: the node this driver attaches to, as a hex id (`raio list
   // nodes`); it must run on this host [RAIO_NODE_ID, else a node on this host].
   std::string node_id;
+  // Standalone cluster only: files this job's workers on other nodes need, as paths
+  // relative to the working directory (no ".."). They are uploaded with the executable to
+  // the head once per content (SHA-256) and placed at the same relative paths in the
+  // working directory of the job's workers on every node but the driver's, where workers
+  // run in the driver's own working directory. A missing, non-regular or absolute path
+  // makes Init throw InvalidUsageError naming it [RAIO_JOB_FILES, ':'-separated, else none].
+  std::vector<std::string> job_files;
 };
 
 // Starts raio in this process. With no address (and no RAIO_ADDRESS) it starts an

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -284,9 +285,7 @@ TEST_F(NetnsDefaultNodeIpTest, ANodeWithoutNodeIpRegistersTheAddressItReachesThe
 }
 
 // The head listens on every address (`--host 0.0.0.0`) and gets no --node-ip, as a user
-// who wants other hosts to reach it would start it. Both tests fail today (product bugs,
-// described in the report of the branch that added them); run them with
-// --gtest_also_run_disabled_tests.
+// who wants other hosts to reach it would start it.
 class NetnsHeadOnAllAddressesTest : public NetnsClusterTest {
  protected:
   HostCluster::Options ClusterOptions() const override {
@@ -296,9 +295,9 @@ class NetnsHeadOnAllAddressesTest : public NetnsClusterTest {
   }
 };
 
-// LocalCluster takes 127.0.0.1 as the node IP when --host is 0.0.0.0, so no other host
-// reaches the head's node; it should take the address it reaches other hosts from.
-TEST_F(NetnsHeadOnAllAddressesTest, DISABLED_TheHeadsNodeRegistersARoutableAddress) {
+// Its node registers the address other hosts reach it at (it once took 127.0.0.1, the
+// address it reaches its own head at).
+TEST_F(NetnsHeadOnAllAddressesTest, TheHeadsNodeRegistersARoutableAddress) {
   for (const auto& n : cluster_->ListNodes(1)) {
     if (n["node_id"] == cluster_->node_id(0)) {
       EXPECT_EQ(n["address"].value("ip", ""), hosts_->ip(0)) << n.dump(2);
@@ -306,15 +305,76 @@ TEST_F(NetnsHeadOnAllAddressesTest, DISABLED_TheHeadsNodeRegistersARoutableAddre
   }
 }
 
-// When the owner cannot reach the node a spillback names, it asks its own node again;
-// after max_spillback_hops its node queues the lease itself whatever the strategy, so a
-// hard node affinity (or a label selector) runs on a node it excludes.
-TEST_F(NetnsHeadOnAllAddressesTest, DISABLED_HardAffinityToANodeNoOneReachesNeverRunsElsewhere) {
+// A hard node affinity to the head's node from another host runs there. (While that
+// node was unreachable, the owner's node ran it itself once the spillback hops ran out;
+// now such a lease is refused as INFEASIBLE, NodeManager::ExcludesThisNode.)
+TEST_F(NetnsHeadOnAllAddressesTest, HardAffinityToTheHeadsNodeFromAnotherHostRunsThere) {
   auto r = cluster_->Driver(1, "affinity",
                             {{"TARGET_NODE", cluster_->node_id(0)}, {"GET_TIMEOUT_S", "10"}});
   for (const std::string& ran : Values(r.output, "affinity")) {
     EXPECT_EQ(ran, cluster_->node_id(0)) << r.output;
   }
+}
+
+// Hosts 1 and 2 never had this test binary: their nodes cannot see its directory (an
+// empty tmpfs over it in a mount namespace of their own). Host 2 cannot see libraio's
+// directory either, so the binary cannot even load there.
+class NetnsCodeUploadTest : public NetnsClusterTest {
+ protected:
+  static std::string LibraioDir() {
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);) {
+      auto at = line.find('/');
+      if (at != std::string::npos && line.find("libraio.so") != std::string::npos) {
+        return std::filesystem::path(line.substr(at)).parent_path().string();
+      }
+    }
+    return "";
+  }
+  HostCluster::Options ClusterOptions() const override {
+    HostCluster::Options options = NetnsClusterTest::ClusterOptions();
+    const std::string self_dir = std::filesystem::path(g_self).parent_path().string();
+    options.hidden_dirs_of_host[1] = {self_dir};
+    options.hidden_dirs_of_host[2] = {self_dir, LibraioDir()};
+    return options;
+  }
+};
+
+TEST_F(NetnsCodeUploadTest,
+       ANodeWithoutTheBinaryFetchesItAndTheDeclaredFilesOnceAndOneThatCannotRunItSaysWhy) {
+  ASSERT_FALSE(LibraioDir().empty()) << "this test binary does not load libraio.so";
+  const Env env = {{"JOB_DIR", hosts_->tmpdir(0).string()},
+                   {"RAIO_JOB_FILES", "conf/greeting.txt"},
+                   {"NODE_1", cluster_->node_id(1)},
+                   {"NODE_2", cluster_->node_id(2)}};
+  auto r = cluster_->Driver(0, "package", env);
+  ASSERT_EQ(r.exit_code, 0) << r.output << cluster_->DaemonLogs();
+  // On host 1 the task ran the copy fetched from the head, in the job's directory there,
+  // where the declared file is at its relative path.
+  const std::string ran = Value(r.output, "host1");
+  EXPECT_NE(ran.find("/packages/"), std::string::npos) << r.output;
+  EXPECT_EQ(ran.find(g_self), std::string::npos) << r.output;
+  EXPECT_NE(ran.find("/jobs/"), std::string::npos) << r.output;
+  EXPECT_NE(ran.find("hello from host 0"), std::string::npos) << r.output;
+  // On host 2 it cannot load libraio: the task fails, naming the node and the cause.
+  const std::string failed = Value(r.output, "host2");
+  EXPECT_NE(failed.find("WorkerCrashedError"), std::string::npos) << r.output;
+  EXPECT_NE(failed.find(cluster_->node_id(2)), std::string::npos) << r.output;
+  EXPECT_NE(failed.find("libraio.so"), std::string::npos) << r.output;
+  // A second job with the same binary: host 1's node takes it from its cache.
+  auto again = cluster_->Driver(0, "package", env);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(Value(again.output, "host1").find("hello from host 0"), std::string::npos)
+      << again.output;
+  const std::string logs = cluster_->DaemonLogs(100000);
+  std::size_t fetches = 0;
+  for (std::size_t at = 0; (at = logs.find("fetching package file", at)) != std::string::npos;
+       ++at) {
+    ++fetches;
+  }
+  // The executable and the file on hosts 1 and 2, each once: the second job found them
+  // in the nodes' caches.
+  EXPECT_EQ(fetches, 4u) << logs;
 }
 
 // The fixture itself: teardown leaves no namespace, link, process or directory behind,
@@ -552,9 +612,45 @@ int ScenarioShare() {
   return 0;
 }
 
+// "<executable> <working directory> <contents of `path`>" of the worker that runs it.
+std::string WhereIsJobFile(std::string path) {
+  std::ifstream in(path);
+  std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return std::filesystem::read_symlink("/proc/self/exe").string() + " " +
+         std::filesystem::current_path().string() + " " + (in ? contents : "<missing>");
+}
+RAIO_REMOTE(WhereIsJobFile);
+
+// In JOB_DIR, writes conf/greeting.txt (declared in RAIO_JOB_FILES), then asks NODE_1 and
+// NODE_2 for it (hard affinity): "host1 ..." and "host2 ..." (the result or the error).
+int ScenarioPackage() {
+  std::filesystem::current_path(GetEnv("JOB_DIR"));
+  std::filesystem::create_directories("conf");
+  std::ofstream("conf/greeting.txt") << "hello from host 0";
+  raio::Init();
+  for (const char* host : {"1", "2"}) {
+    std::string out;
+    try {
+      out = raio::Task(WhereIsJobFile)
+                .SetSchedulingStrategy(On(GetEnv(("NODE_" + std::string(host)).c_str())))
+                .Remote(std::string("conf/greeting.txt"))
+                .Get(60s);
+    } catch (const raio::WorkerCrashedError& e) {
+      out = std::string("WorkerCrashedError ") + e.what();
+    } catch (const std::exception& e) {
+      out = e.what();
+    }
+    std::replace(out.begin(), out.end(), '\n', ' ');
+    std::cout << "host" << host << " " << out << std::endl;
+  }
+  raio::Shutdown();
+  return 0;
+}
+
 const std::map<std::string, std::function<int()>> kScenarios = {
     {"where", ScenarioWhere},       {"spill", ScenarioSpill},         {"spread", ScenarioSpread},
     {"affinity", ScenarioAffinity}, {"roundtrip", ScenarioRoundTrip}, {"share", ScenarioShare},
+    {"package", ScenarioPackage},
 };
 
 }  // namespace

@@ -525,7 +525,21 @@ std::unique_ptr<HostCluster> HostCluster::Create(const TestHosts& hosts, Options
         it != c->options_.node_flags_of_host.end() ? it->second : c->options_.node_flags;
     const std::string node_ip =
         c->options_.hosts_without_node_ip.count(i) ? "" : " --node-ip " + hosts.ip(i);
-    r = c->Cli(i, "start --address " + c->head_address_ + node_ip + " " + flags);
+    const std::string start = ShellQuote(c->options_.cli) + " start --address " + c->head_address_ +
+                              node_ip + " " + flags;
+    auto hidden = c->options_.hidden_dirs_of_host.find(i);
+    if (hidden == c->options_.hidden_dirs_of_host.end()) {
+      r = c->Cli(i, "start --address " + c->head_address_ + node_ip + " " + flags);
+    } else {
+      // The daemon `raio start` forks keeps the mount namespace, and so its workers.
+      std::string mounts;
+      for (const std::string& dir : hidden->second) {
+        mounts += "mount -t tmpfs -o size=1m raio-hidden " + ShellQuote(dir) + " && ";
+      }
+      r = hosts.Run(
+          i, "unshare -m --propagation private sh -c " + ShellQuote(mounts + "exec " + start), {},
+          std::chrono::seconds(60));
+    }
     pos = r.output.find("raio node ");
     if (r.exit_code != 0 || pos == std::string::npos) {
       return fail("raio start --address on host " + std::to_string(i), r);

@@ -135,6 +135,10 @@ class HostCluster {
     std::string head_host;
     // Hosts whose node gets no --node-ip (it finds its IP toward the head itself).
     std::set<int> hosts_without_node_ip;
+    // Directories that host i's node (and so its workers) cannot see: an empty tmpfs is
+    // mounted over each in a mount namespace of the node's own (`unshare -m`), as if the
+    // host had never had them, e.g. the build directory of this test binary.
+    std::map<int, std::vector<std::string>> hidden_dirs_of_host;
   };
   // Null with `*error` when a daemon did not start; what started is stopped.
   static std::unique_ptr<HostCluster> Create(const TestHosts& hosts, Options options,

@@ -10,6 +10,7 @@
 #include "raio/head/head_service.h"
 #include "raio/node/memory_monitor.h"
 #include "raio/node/node_manager.h"
+#include "raio/rpc/listener.h"
 
 namespace raio::api {
 
@@ -95,6 +96,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     // are applied; it hands it to the node at registration.
     head_options.system_config = config::CurrentValues();
     head_options.fail_infeasible = options.fail_infeasible;
+    head_options.package_dir = cluster->session_dir_ + "/packages";
     auto head = head::HeadService::Create(head_options);
     if (!head.ok()) {
       cluster->Stop();
@@ -109,7 +111,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   node_options.head_address = head_address;
   node_options.total = *total;
   node_options.object_store_bytes = ObjectStoreBytes(options);
-  node_options.node_ip = options.node_ip.empty() ? connect_host : options.node_ip;
+  // A head on every address registers its node at an address other hosts reach (not the
+  // 127.0.0.1 the node uses to reach its own head).
+  node_options.node_ip = !options.node_ip.empty()    ? options.node_ip
+                         : options.host == "0.0.0.0" ? rpc::RoutableLocalIp()
+                                                     : connect_host;
   node_options.labels = options.labels;
   node_options.fail_infeasible = options.fail_infeasible;
   node_options.port = options.node_port;

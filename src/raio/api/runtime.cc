@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "raio/api/job_package.h"
 #include "raio/api/local_cluster.h"
 #include "raio/common/config.h"
 #include "raio/common/event_loop.h"
@@ -213,8 +214,9 @@ std::string ResolveAutoAddress() {
   return address;
 }
 
+// `job_files`: null for an embedded cluster (no node can join it: nothing to upload).
 void JoinCluster(DriverRuntime& rt, const std::string& address, const std::string& ns,
-                 std::string node_id) {
+                 std::string node_id, const std::vector<std::string>* job_files) {
   rt.loop = std::make_unique<EventLoop>("raio-driver", config::loop_spin_us());
   auto head = rpc::ConnectTcp(rt.loop->io(), address, config::connect_timeout_ms());
   if (!head.ok() && head.status().code() == absl::StatusCode::kInvalidArgument) {
@@ -241,6 +243,21 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   if (getcwd(cwd, sizeof(cwd)) != nullptr) job.set_working_dir(cwd);
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) job.set_ld_library_path(ld);
   job.set_namespace_(ns);
+  if (job_files != nullptr) {
+    // The executable and declared files go to the head's package store first, so that
+    // nodes on other hosts can fetch them before they start this job's workers.
+    auto package = api::DescribeJobPackage(job.executable(), *job_files);
+    if (!package.ok())
+      throw InvalidUsageError(absl::StrCat("raio::Init: ", package.status().message()));
+    if (absl::Status s = api::UploadJobPackage(*rt.head, *package); !s.ok()) {
+      throw ClusterUnavailableError(
+          absl::StrCat("cannot upload this job's executable and files to "
+                       "the head at ",
+                       address, ": ", s.message()));
+    }
+    *job.mutable_executable_package() = (*package)[0];
+    for (std::size_t i = 1; i < package->size(); ++i) *job.add_files() = (*package)[i];
+  }
   auto reply = rpc::CallSync(*rt.head, proto::REGISTER_JOB, job, config::connect_timeout_ms());
   proto::RegisterJobReply jr;
   if (!reply.ok() || !jr.ParseFromString(*reply)) {
@@ -396,7 +413,9 @@ void Init(const InitOptions& options, int /*argc*/, char** /*argv*/) {
           "configuration is set where it starts (`raio start --head --system-config JSON`) "
           "and a driver that joins takes it from the head");
     }
-    JoinCluster(*rt, address, options.ns, options.node_id);
+    std::vector<std::string> job_files =
+        options.job_files.empty() ? api::JobFilesFromEnvironment() : options.job_files;
+    JoinCluster(*rt, address, options.ns, options.node_id, rt->cluster ? nullptr : &job_files);
   } catch (...) {
     TearDown(std::move(rt));
     throw;

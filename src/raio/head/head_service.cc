@@ -48,6 +48,9 @@ HeadService::HeadService(Options options) : options_(std::move(options)) {
   actor_options.seed = std::random_device()();
   actor_options.max_rejections = config::max_spillback_hops();
   actors_ = std::make_unique<ActorDirectory>(node_links_, actor_options);
+  if (!options_.package_dir.empty()) {
+    packages_ = std::make_unique<PackageStore>(options_.package_dir);
+  }
   RegisterHandlers();
 }
 
@@ -94,6 +97,7 @@ void HeadService::RegisterHandlers() {
         r, [](proto::ObjectList& l) { return l.mutable_objects(); });
   });
   RegisterActorHandlers();
+  RegisterPackageHandlers();
   service_.Handle<proto::SHUTDOWN_CLUSTER>(
       [this](const auto& r, const proto::ShutdownClusterRequest&) {
         r.Ok(proto::Empty());
@@ -263,6 +267,18 @@ void HeadService::HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r
     r.Error(absl::NotFoundError(absl::StrCat("the cluster has no node ", req.node_id())));
     return;
   }
+  // Its package must be here already, so that every node can fetch it.
+  std::vector<const proto::PackageFile*> package;
+  if (req.has_executable_package()) package.push_back(&req.executable_package());
+  for (const proto::PackageFile& f : req.files()) package.push_back(&f);
+  for (const proto::PackageFile* f : package) {
+    if (!packages_ || !packages_->Has(f->sha256(), f->size_bytes())) {
+      r.Error(absl::FailedPreconditionError(
+          absl::StrCat("the head's package store does not hold the job's file ", f->path(), " (",
+                       f->sha256(), ", ", f->size_bytes(), " bytes): upload it first")));
+      return;
+    }
+  }
   uint32_t job_id = next_job_id_++;
   JobEntry& job = jobs_[job_id];
   job.info.set_job_id(job_id);
@@ -277,6 +293,10 @@ void HeadService::HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r
   job.config.set_namespace_(req.namespace_().empty() ? absl::StrCat("job-", job_id)
                                                      : req.namespace_());
   job.config.set_driver_node_id(chosen->node_id());
+  if (req.has_executable_package()) {
+    *job.config.mutable_executable_package() = req.executable_package();
+  }
+  *job.config.mutable_files() = req.files();
   proto::RegisterJobReply reply;
   reply.set_job_id(job_id);
   reply.set_node_id(chosen->node_id());
@@ -311,6 +331,38 @@ std::string HeadService::NodeOf(const rpc::Connection& conn) const {
     if (node.conn.get() == &conn) return id;
   }
   return "";
+}
+
+void HeadService::RegisterPackageHandlers() {
+  auto no_store = [] {
+    return absl::FailedPreconditionError("this head keeps no job packages (no package directory)");
+  };
+  service_.Handle<proto::STAT_PACKAGE>(
+      [this, no_store](const auto& r, const proto::StatPackageRequest& req) {
+        if (!packages_) return r.Error(no_store());
+        proto::StatPackageReply reply;
+        reply.set_present(packages_->Has(req.sha256(), req.size_bytes()));
+        r.Ok(reply);
+      });
+  service_.Handle<proto::UPLOAD_PACKAGE_CHUNK>(
+      [this, no_store](const auto& r, const proto::UploadPackageChunkRequest& req) {
+        if (!packages_) return r.Error(no_store());
+        absl::Status s = packages_->Write(req.sha256(), req.size_bytes(), req.offset(), req.data());
+        if (!s.ok()) return r.Error(s);
+        r.Ok(proto::Empty());
+      });
+  service_.Handle<proto::FETCH_PACKAGE_CHUNK>(
+      [this, no_store](const auto& r, const proto::FetchPackageChunkRequest& req) {
+        if (!packages_) return r.Error(no_store());
+        proto::FetchPackageChunkReply reply;
+        uint64_t size = 0;
+        auto data = packages_->Read(req.sha256(), req.offset(),
+                                    std::min<uint32_t>(req.max_bytes(), 64u << 20), &size);
+        if (!data.ok()) return r.Error(data.status());
+        reply.set_size_bytes(size);
+        reply.set_data(std::move(*data));
+        r.Ok(reply);
+      });
 }
 
 void HeadService::RegisterActorHandlers() {

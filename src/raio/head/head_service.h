@@ -25,6 +25,7 @@
 #include "raio/common/timer.h"
 #include "raio/head.pb.h"
 #include "raio/head/actor_directory.h"
+#include "raio/head/package_store.h"
 #include "raio/rpc/listener.h"
 #include "raio/rpc/service.h"
 
@@ -45,6 +46,9 @@ class HeadService {
     // No node can ever join (an embedded cluster): an actor no node can hold fails at
     // creation instead of waiting for a node that can (ActorDirectory).
     bool fail_infeasible = false;
+    // Where the job package store keeps its files (PackageStore); "" = no store: uploads
+    // and fetches fail with FAILED_PRECONDITION.
+    std::string package_dir;
   };
 
   static absl::StatusOr<std::unique_ptr<HeadService>> Create(Options options);
@@ -79,6 +83,8 @@ class HeadService {
   void GatherFromNodes(const rpc::Responder<Answer>& reply, Field field);
   // The actor methods (RegisterHandlers); nodes forward their clients' calls.
   void RegisterActorHandlers();
+  // STAT_PACKAGE, UPLOAD_PACKAGE_CHUNK, FETCH_PACKAGE_CHUNK on packages_.
+  void RegisterPackageHandlers();
   // The hex id of the node registered on `conn`, or "" (not a node's connection).
   std::string NodeOf(const rpc::Connection& conn) const;
 
@@ -123,6 +129,7 @@ class HeadService {
   bool broadcast_scheduled_ = false;
   NodeLinks node_links_{*this};
   std::unique_ptr<ActorDirectory> actors_;
+  std::unique_ptr<PackageStore> packages_;  // null without Options::package_dir
   std::atomic<bool> stopped_{false};
 };
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "raio/common/config.h"
@@ -57,7 +58,8 @@ NodeManager::NodeManager(Options options)
       actors_(resources_, pool_, id_.Hex()),
       view_(id_.Hex()),
       scheduler_(view_, 0.5, 0.2,
-                 id_.Binary().empty() ? 0 : std::hash<std::string>()(id_.Binary())) {}
+                 id_.Binary().empty() ? 0 : std::hash<std::string>()(id_.Binary())),
+      packages_(options_.session_dir + "/packages") {}
 
 NodeManager::~NodeManager() { Stop(); }
 
@@ -235,7 +237,11 @@ void NodeManager::ReapWorkers() {
   }
 }
 
-void NodeManager::FailWorkerStarts(JobId job, const std::string& why) {
+void NodeManager::FailWorkerStarts(JobId job, const std::string& cause) {
+  // Named by node and host: with many nodes, "where" is half of the story.
+  const std::string why = absl::StrContains(cause, id_.Hex())
+                              ? cause
+                              : absl::StrCat("on node ", id_.Hex(), " (", Hostname(), "): ", cause);
   RAIO_LOG_ERROR("{}", why);
   proto::RequestWorkerLeaseReply reply;
   reply.set_result(proto::RequestWorkerLeaseReply::WORKER_START_FAILED);
@@ -586,15 +592,19 @@ void NodeManager::ScheduleLeases() {
     it = pending_.erase(it);
   }
   actors_.Schedule(&workers_needed);
+  // A process that cannot even be spawned (no such executable, not executable, a wrong
+  // format, a missing working directory) will not start on a retry either.
+  std::map<JobId, std::string> cannot_spawn;
   for (const auto& [key, needed] : workers_needed) {
-    if (!pool_.HasJob(key.job)) continue;
+    if (!pool_.HasJob(key.job) || cannot_spawn.count(key.job)) continue;
     for (int i = pool_.NumStarting(key); i < needed; ++i) {
       if (absl::Status s = pool_.StartWorker(key); !s.ok()) {
-        RAIO_LOG_ERROR("{}", s.message());
+        cannot_spawn[key.job] = std::string(s.message());
         break;
       }
     }
   }
+  for (const auto& [job, why] : cannot_spawn) FailWorkerStarts(job, why);
 }
 
 void NodeManager::Grant(Lease& lease, WorkerProcess& worker) {

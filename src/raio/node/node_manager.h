@@ -49,6 +49,7 @@
 #include "raio/node/memory_monitor.h"
 #include "raio/node/object_manager/object_manager.h"
 #include "raio/node/object_store_service.h"
+#include "raio/node/package_cache.h"
 #include "raio/node/scheduler/cluster_scheduler.h"
 #include "raio/node/scheduler/local_resource_manager.h"
 #include "raio/node/worker_pool/worker_pool.h"
@@ -150,9 +151,17 @@ class NodeManager {
   void FetchJob(JobId job);
   void OnJobInfo(JobId job, absl::StatusOr<proto::JobConfigInfo> info);
   // Takes the configuration of job `job`, whose driver is on another node (a lease or an
-  // actor placed here), unless its executable cannot run here (FailedPrecondition naming
-  // the node and the path).
+  // actor placed here). A job with a package (its driver uploaded its executable and
+  // files) is prepared first: its files are fetched into the package cache and placed in
+  // the job's directory (PrepareJob), after which its workers can start; OK means under
+  // way. A job without one needs its executable at the driver's path here, else
+  // FailedPrecondition naming the node and the path.
   absl::Status AdoptJob(JobId job, const proto::JobConfigInfo& info);
+  // Fetches the files of `info`'s package still missing (PackageCache), then lays out the
+  // job directory and adds the job to the pool; on failure fails its waiting leases and
+  // actors naming this node and the cause (FailWorkerStarts).
+  void PrepareJob(JobId job, const proto::JobConfigInfo& info);
+  void OnJobPackageReady(JobId job);
   void ArmReportTimer();
   void ReportResources();
   void HandleReturnLease(const LeaseId& id, bool cancel);
@@ -226,6 +235,16 @@ class NodeManager {
   // Jobs whose driver is elsewhere: configuration being fetched, and known ones.
   std::set<JobId> fetching_jobs_;
   std::set<JobId> remote_jobs_;
+  // Jobs whose package files are being fetched: the configuration and the files still
+  // awaited (PrepareJob).
+  struct PreparingJob {
+    proto::JobConfigInfo info;
+    int files_left = 0;
+    std::string executable;  // its path in the cache, once there
+    std::string failure;     // the first fetch failure
+  };
+  std::map<JobId, PreparingJob> preparing_jobs_;
+  PackageCache packages_;
   std::map<rpc::Connection*, std::pair<std::shared_ptr<rpc::Connection>, Peer>> peers_;
   // Memory monitor: the pid of the last worker it ended until that process is reaped
   // (-1: none pending), whether the current episode was already logged, and the causes

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
@@ -27,8 +28,8 @@ ClusterScheduler::Decision NodeManager::DecideFor(const Lease& lease, bool local
 
 bool NodeManager::ExcludesThisNode(const proto::RequestWorkerLeaseRequest& req,
                                    const std::map<std::string, std::string>& selector) const {
-  if (req.strategy().kind() == proto::SchedulingStrategy::NODE_AFFINITY &&
-      !req.strategy().soft() && req.strategy().node_id() != id_.Binary()) {
+  if (req.strategy().kind() == proto::SchedulingStrategy::NODE_AFFINITY && !req.strategy().soft() &&
+      req.strategy().node_id() != id_.Binary()) {
     return true;
   }
   if (selector.empty()) return false;
@@ -225,7 +226,7 @@ void NodeManager::HandleClusterView(const proto::ClusterViewUpdate& update) {
 }
 
 void NodeManager::FetchJob(JobId job) {
-  if (!head_ || !fetching_jobs_.insert(job).second) return;
+  if (!head_ || preparing_jobs_.count(job) || !fetching_jobs_.insert(job).second) return;
   proto::GetJobInfoRequest req;
   req.set_job_id(job);
   rpc::Call<proto::GET_JOB_INFO>(
@@ -235,7 +236,7 @@ void NodeManager::FetchJob(JobId job) {
 
 void NodeManager::OnJobInfo(JobId job, absl::StatusOr<proto::JobConfigInfo> info) {
   fetching_jobs_.erase(job);
-  if (stopped_ || pool_.HasJob(job)) return;
+  if (stopped_ || pool_.HasJob(job) || preparing_jobs_.count(job)) return;
   std::string why;
   if (!info.ok()) {
     why = absl::StrCat("node ", id_.Hex(), " cannot learn job ", job,
@@ -253,6 +254,11 @@ void NodeManager::OnJobInfo(JobId job, absl::StatusOr<proto::JobConfigInfo> info
 }
 
 absl::Status NodeManager::AdoptJob(JobId job, const proto::JobConfigInfo& info) {
+  if (pool_.HasJob(job) || preparing_jobs_.count(job)) return absl::OkStatus();
+  if (info.has_executable_package()) {
+    PrepareJob(job, info);
+    return absl::OkStatus();
+  }
   if (::access(info.executable().c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("node ", id_.Hex(), " (", Hostname(), ") cannot run job ", job,
@@ -262,6 +268,81 @@ absl::Status NodeManager::AdoptJob(JobId job, const proto::JobConfigInfo& info) 
   pool_.AddJob(job, JobConfig{info.executable(), info.working_dir(), info.ld_library_path(),
                               info.namespace_()});
   return absl::OkStatus();
+}
+
+void NodeManager::PrepareJob(JobId job, const proto::JobConfigInfo& info) {
+  PreparingJob& p = preparing_jobs_[job];
+  p.info = info;
+  p.files_left = 1 + info.files_size();
+  auto fetch = [this, job](const proto::PackageFile& file, bool is_executable) {
+    packages_.Get(head_, file, [this, job, is_executable, file](absl::StatusOr<std::string> path) {
+      auto it = preparing_jobs_.find(job);
+      if (it == preparing_jobs_.end()) return;
+      PreparingJob& p = it->second;
+      if (!path.ok() && p.failure.empty()) {
+        p.failure =
+            absl::StrCat("cannot fetch ", is_executable ? "the executable " : "the file ",
+                         file.path(), " (", file.sha256(), ", ", file.size_bytes(),
+                         " bytes) of job ", job, " from the head: ", path.status().message());
+      }
+      if (path.ok() && is_executable) p.executable = *path;
+      if (--p.files_left == 0) OnJobPackageReady(job);
+    });
+  };
+  fetch(info.executable_package(), /*is_executable=*/true);
+  // (Copies: a callback that runs at once may not outlive `p` otherwise.)
+  const auto files = info.files();
+  for (const proto::PackageFile& f : files) fetch(f, /*is_executable=*/false);
+}
+
+void NodeManager::OnJobPackageReady(JobId job) {
+  auto it = preparing_jobs_.find(job);
+  if (it == preparing_jobs_.end()) return;
+  PreparingJob p = std::move(it->second);
+  preparing_jobs_.erase(it);
+  if (stopped_) return;
+  std::string failure = p.failure;
+  // The job directory: the declared files at their relative paths (links into the cache:
+  // read-only by convention), the workers' working directory when the job declared files
+  // or the driver's directory does not exist here.
+  std::string working_dir = p.info.working_dir();
+  std::error_code ec;
+  if (failure.empty() && (p.info.files_size() > 0 || working_dir.empty() ||
+                          !std::filesystem::is_directory(working_dir))) {
+    working_dir = absl::StrCat(options_.session_dir, "/jobs/", job);
+    std::filesystem::create_directories(working_dir, ec);
+    for (const proto::PackageFile& f : p.info.files()) {
+      std::filesystem::path rel(f.path());
+      bool climbs = false;
+      for (const auto& part : rel) climbs = climbs || part == "..";
+      if (rel.empty() || rel.is_absolute() || climbs) {
+        failure = absl::StrCat("job ", job, " declares the file '", f.path(),
+                               "', which is not a relative path without '..'");
+        break;
+      }
+      std::filesystem::path dest = std::filesystem::path(working_dir) / rel;
+      std::filesystem::create_directories(dest.parent_path(), ec);
+      std::filesystem::remove(dest, ec);
+      const std::string cached = absl::StrCat(options_.session_dir, "/packages/", f.sha256());
+      std::filesystem::create_hard_link(cached, dest, ec);
+      if (ec) std::filesystem::copy_file(cached, dest, ec);
+      if (ec) {
+        failure = absl::StrCat("cannot place job ", job, "'s file ", f.path(), " at ",
+                               dest.string(), ": ", ec.message());
+        break;
+      }
+    }
+  }
+  if (!failure.empty()) {
+    FailWorkerStarts(job, failure);
+    return;
+  }
+  RAIO_LOG_INFO("job {}: runs {} (the package of {}) in {}", job, p.executable, p.info.executable(),
+                working_dir);
+  remote_jobs_.insert(job);
+  pool_.AddJob(job,
+               JobConfig{p.executable, working_dir, p.info.ld_library_path(), p.info.namespace_()});
+  ScheduleLeases();
 }
 
 void NodeManager::ArmReportTimer() {

@@ -1,5 +1,8 @@
 #include "raio/rpc/listener.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -246,6 +249,29 @@ std::string LocalIpToward(const std::string& address) {
   if (ec) return "";
   auto local = sock.local_endpoint(ec);
   return ec ? "" : local.address().to_string();
+}
+
+std::string RoutableLocalIp() {
+  // Any public address will do: a connected UDP socket sends nothing.
+  std::string ip = LocalIpToward("192.0.2.1:9");  // TEST-NET-1 (RFC 5737)
+  if (!ip.empty() && ip != "0.0.0.0" && ip.rfind("127.", 0) != 0) return ip;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string found = "127.0.0.1";
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET ||
+        (a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0) {
+      continue;
+    }
+    char text[INET_ADDRSTRLEN];
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+    if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr) {
+      found = text;
+      break;
+    }
+  }
+  ::freeifaddrs(list);
+  return found;
 }
 
 }  // namespace raio::rpc

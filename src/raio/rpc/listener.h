@@ -87,4 +87,9 @@ absl::StatusOr<std::string> CallSync(Connection& conn, uint32_t method,
 // address this host is reached at from there. "" when it cannot tell.
 std::string LocalIpToward(const std::string& address);
 
+// An IPv4 address other hosts can reach this one at, for a daemon listening on every
+// address (0.0.0.0): the one the default route leaves from, else the first address of an
+// interface that is up and not loopback, else "127.0.0.1" (a host with no network).
+std::string RoutableLocalIp();
+
 }  // namespace raio::rpc

@@ -97,6 +97,11 @@ inline std::optional<std::chrono::milliseconds> DefaultDeadline(const MethodInfo
   X(PLACE_ACTOR, PlaceActorRequest, PlaceActorReply, kUnary, false, kControl)                   \
   X(REPORT_ACTOR_STATE, ActorInfo, Empty, kOneWay, true, kControl)                              \
   X(KILL_LOCAL_ACTOR, KillActorRequest, Empty, kUnary, true, kControl)                          \
+  /* job packages (head) */                                                                     \
+  X(STAT_PACKAGE, StatPackageRequest, StatPackageReply, kUnary, true, kControl)                 \
+  X(UPLOAD_PACKAGE_CHUNK, UploadPackageChunkRequest, Empty, kUnary, false, kControl)            \
+  X(FETCH_PACKAGE_CHUNK, FetchPackageChunkRequest, FetchPackageChunkReply, kUnary, true,        \
+    kControl)                                                                                   \
   /* workers */                                                                                 \
   X(PUSH_TASK, PushTaskRequest, PushTaskReply, kUnary, false, kWaits)                           \
   X(PUSH_ACTOR_TASK, PushActorTaskRequest, PushTaskReply, kUnary, false, kWaits)                \

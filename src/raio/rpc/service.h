@@ -39,7 +39,7 @@
 namespace raio::rpc {
 
 // Method numbers are below this (rpc.proto).
-inline constexpr uint32_t kMaxMethods = 64;
+inline constexpr uint32_t kMaxMethods = 96;
 
 // Answers one call of method M; Reply/Error are no-ops for a one-way frame.
 template <proto::Method M>
