@@ -181,6 +181,7 @@ void ActorManager::Schedule(std::map<WorkerKey, int>* workers_needed) {
       if (!r.allocation) continue;
       Report(r);  // it holds its resources now
     }
+    if (!pool_.HasJob(r.job) && links_.job_preparing && links_.job_preparing(r.job)) continue;
     if (!pool_.HasJob(r.job)) {
       Bury(r, "its job's executable is no longer known to the node", false);
       continue;

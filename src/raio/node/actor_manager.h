@@ -45,6 +45,8 @@ class ActorManager {
     // A placement of an actor of a job this node has no configuration for (its driver is
     // on another node): take the job's configuration, or say why it cannot run here.
     std::function<absl::Status(JobId, const proto::JobConfigInfo&)> adopt_job;
+    // Whether the node is still fetching the job's package (its actors wait meanwhile).
+    std::function<bool(JobId)> job_preparing;
   };
   // Adds the actor methods (CREATE/WAIT/GET_NAMED/KILL/LIST_ACTORS from clients,
   // PLACE_ACTOR and KILL_LOCAL_ACTOR from the head) to `service`; the handlers reply on

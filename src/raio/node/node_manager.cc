@@ -408,6 +408,7 @@ void NodeManager::RegisterHandlers() {
   actor_links.adopt_job = [this](JobId job, const proto::JobConfigInfo& info) {
     return AdoptJob(job, info);
   };
+  actor_links.job_preparing = [this](JobId job) { return preparing_jobs_.count(job) > 0; };
   actors_.RegisterHandlers(service_, std::move(actor_links));
   store_->RegisterHandlers(service_, [peer_of](const rpc::Connection& c) {
     const Peer* p = peer_of(c);
