@@ -1,4 +1,4 @@
-// multinode_bench: a cluster of 3 nodes on this machine (a head and 2 node daemons, each
+// multinode_bench: a cluster of 4 nodes on this machine (a head and 3 node daemons, each
 // its own `raio start --block` process with its own TMPDIR, session directory, loopback IP
 // and ports), and one driver attached to the head's node. Each row is printed beside its
 // peer measured in the same run:
@@ -8,7 +8,11 @@
 //   - sync no-op round trip to a task on another node (node affinity), median and p99,
 //     beside the same-node round trip (target <= 2x);
 //   - the same-node rows themselves (node affinity to the driver's node), so that a
-//     regression of the single-node path shows here too.
+//     regression of the single-node path shows here too;
+//   - with a fourth node added: a 1 GiB object made on node 1 and read by a task on node 2, beside
+//   a plain loopback
+//     TCP stream of the same bytes into a mapping (target >= 0.7x), and the same object
+//     read on 3 nodes at once (broadcast), beside the one transfer (target < 2x).
 //
 //   build-release/bench/multinode_bench [--quick] [--no-json] [--json=PATH]
 //                                       [--cpus-per-node=N] [--cli=PATH]
@@ -17,9 +21,14 @@
 // (also when a phase hangs and the watchdog ends the run, or on ^C). The cluster runs
 // tasks by re-executing this binary as its workers, so raio::Init is the first call in
 // main in a worker.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <raio/raio.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,7 +58,16 @@
 
 void Noop() {}
 std::string WhereAmI() { return raio::GetNodeId(); }
-RAIO_REMOTE(Noop, WhereAmI);
+// `bytes` bytes, every page written (so the store really holds them).
+raio::Buffer MakeBytes(int64_t bytes) {
+  std::string data(static_cast<std::size_t>(bytes), '\0');
+  for (std::size_t i = 0; i < data.size(); i += 4096) data[i] = static_cast<char>(i >> 12);
+  return raio::Buffer::FromString(std::move(data));
+}
+// The size of an argument that lives in the store: the task only maps it, so its time is
+// the pull's (and a task's).
+int64_t SizeOf(raio::Buffer b) { return static_cast<int64_t>(b.size()); }
+RAIO_REMOTE(Noop, WhereAmI, MakeBytes, SizeOf);
 
 namespace {
 
@@ -213,16 +231,24 @@ Daemon StartDaemon(const Options& opt, const std::filesystem::path& tmpdir,
 
 class Cluster {
  public:
-  // Head on 127.0.0.1, nodes on 127.0.0.2 and 127.0.0.3 (all of 127/8 is this machine's).
-  Cluster(const Options& opt, const std::filesystem::path& dir) : dir_(dir) {
+  // Head on 127.0.0.1, nodes on 127.0.0.2 and 127.0.0.3 (all of 127/8 is this machine's);
+  // AddNode adds one on 127.0.0.4 for the broadcast. Each store holds the largest object
+  // moved plus room (ObjectBytes).
+  Cluster(const Options& opt, const std::filesystem::path& dir) : opt_(opt), dir_(dir) {
     const std::string cpus = std::to_string(opt.cpus_per_node);
-    const std::string store = std::to_string(512ull << 20);
+    const std::string store = std::to_string(ObjectBytes(opt) + (512ull << 20));
     daemons_.push_back(StartDaemon(opt, dir / "head",
                                    {"--head", "--host", "127.0.0.1", "--port", "0", "--num-cpus",
                                     cpus, "--object-store-memory", store}));
-    for (int i = 1; i <= 2; ++i) {
+    for (int i = 1; i <= 2; ++i) AddNode();
+  }
+  void AddNode() {
+    const std::string cpus = std::to_string(opt_.cpus_per_node);
+    const std::string store = std::to_string(ObjectBytes(opt_) + (512ull << 20));
+    const int i = size();
+    {
       daemons_.push_back(StartDaemon(
-          opt, dir / ("node" + std::to_string(i)),
+          opt_, dir_ / ("node" + std::to_string(i)),
           {"--address", daemons_[0].address, "--node-ip", "127.0.0." + std::to_string(i + 1),
            "--port", "0", "--num-cpus", cpus, "--object-store-memory", store}));
     }
@@ -246,8 +272,14 @@ class Cluster {
     std::filesystem::remove_all(dir_, ec);
   }
   const Daemon& daemon(int i) const { return daemons_.at(i); }
+  int size() const { return static_cast<int>(daemons_.size()); }
+  // The object moved by the transfer rows: 1 GiB (256 MiB with --quick).
+  static uint64_t ObjectBytes(const Options& opt) {
+    return opt.quick ? (uint64_t{256} << 20) : (uint64_t{1} << 30);
+  }
 
  private:
+  const Options& opt_;
   std::filesystem::path dir_;
   std::vector<Daemon> daemons_;
 };
@@ -363,7 +395,7 @@ nlohmann::json ToJson(const std::map<std::string, int>& m) {
 // "head 3400, node1 3300, node2 3300": tasks per node, named by role.
 std::string Describe(const std::map<std::string, int>& placement, const Cluster& cluster) {
   std::string out;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < cluster.size(); ++i) {
     auto it = placement.find(cluster.daemon(i).node_id);
     out += (i ? ", " : "") + std::string(i == 0 ? "head" : "node" + std::to_string(i)) + " " +
            std::to_string(it == placement.end() ? 0 : it->second);
@@ -371,7 +403,114 @@ std::string Describe(const std::map<std::string, int>& placement, const Cluster&
   return out;
 }
 
-std::vector<Row> RunAll(const Options& opt, const Cluster& cluster, Watchdog& wd,
+// Seconds to move `bytes` over a plain loopback TCP connection on this machine, written
+// from an 8 MiB buffer and read into a `bytes` mapping whose pages are present already
+// (as the store's are: it prefaults them), so that page faults do not slow the floor:
+// what the transfer rows are compared with. Best of `tries`.
+double TcpStreamSeconds(uint64_t bytes, int tries) {
+  double best = 1e9;
+  for (int t = 0; t < tries; ++t) {
+    int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::listen(listener, 1) != 0 ||
+        ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error("cannot make a loopback listener");
+    }
+    void* dest = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (dest == MAP_FAILED) throw std::runtime_error("cannot map the floor's buffer");
+    std::thread writer([&] {
+      int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) std::abort();
+      std::vector<char> chunk(8u << 20, 'x');
+      for (uint64_t sent = 0; sent < bytes;) {
+        ssize_t n = ::send(s, chunk.data(), std::min<uint64_t>(chunk.size(), bytes - sent), 0);
+        if (n <= 0) break;
+        sent += static_cast<uint64_t>(n);
+      }
+      ::close(s);
+    });
+    int conn = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    const auto t0 = Clock::now();
+    uint64_t got = 0;
+    while (got < bytes) {
+      ssize_t n = ::recv(conn, static_cast<char*>(dest) + got, bytes - got, 0);
+      if (n <= 0) break;
+      got += static_cast<uint64_t>(n);
+    }
+    const double secs = MicrosSince(t0, Clock::now()) / 1e6;
+    writer.join();
+    ::close(conn);
+    ::close(listener);
+    ::munmap(dest, bytes);
+    if (got == bytes) best = std::min(best, secs);
+  }
+  return best;
+}
+
+// TcpStreamSeconds in a child process of its own, away from this driver's threads (its
+// event loop busy-polls a while after each event).
+double TcpStreamSecondsInChild(uint64_t bytes, int tries) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const double secs = TcpStreamSeconds(bytes, tries);
+    (void)!::write(fds[1], &secs, sizeof(secs));
+    _exit(0);
+  }
+  ::close(fds[1]);
+  double secs = std::nan("");
+  const bool got = pid > 0 && ::read(fds[0], &secs, sizeof(secs)) == sizeof(secs);
+  ::close(fds[0]);
+  if (pid > 0) ::waitpid(pid, nullptr, 0);
+  if (!got) throw std::runtime_error("the TCP floor's child process failed");
+  return secs;
+}
+
+struct Transfers {
+  std::vector<double> one;        // seconds: a fresh object pulled by one other node
+  std::vector<double> broadcast;  // seconds: a fresh object pulled by 3 nodes at once
+};
+
+// Fresh objects of `bytes` made on cluster node 1 each round (not timed), then read by a
+// task on node 2 (one transfer) or by tasks on nodes 2, 3 and the head's at once
+// (broadcast); each time is from submitting the reading tasks to their last result.
+Transfers RunTransfers(const Cluster& cluster, uint64_t bytes, int rounds, Watchdog& wd) {
+  auto on = [&](int i) {
+    return raio::SchedulingStrategy::NodeAffinity(cluster.daemon(i).node_id);
+  };
+  Transfers out;
+  for (int round = 0; round <= rounds; ++round) {  // round 0 warms up
+    for (bool broadcast : {false, true}) {
+      wd.Enter(
+          std::string(broadcast ? "broadcast" : "transfer") + " round " + std::to_string(round),
+          std::chrono::seconds(180));
+      auto object =
+          raio::Task(MakeBytes).SetSchedulingStrategy(on(1)).Remote(static_cast<int64_t>(bytes));
+      raio::Wait(std::vector<raio::ObjectRef<raio::Buffer>>{object}, 1, std::chrono::seconds(120));
+      const auto t0 = Clock::now();
+      std::vector<raio::ObjectRef<int64_t>> reads;
+      for (int i : broadcast ? std::vector<int>{2, 3, 0} : std::vector<int>{2}) {
+        reads.push_back(raio::Task(SizeOf).SetSchedulingStrategy(on(i)).Remote(object));
+      }
+      for (auto& r : reads) {
+        if (static_cast<uint64_t>(r.Get(std::chrono::seconds(120))) != bytes) {
+          throw std::runtime_error("a node read an object of the wrong size");
+        }
+      }
+      const double secs = MicrosSince(t0, Clock::now()) / 1e6;
+      if (round > 0) (broadcast ? out.broadcast : out.one).push_back(secs);
+    }
+  }
+  return out;
+}
+
+std::vector<Row> RunAll(const Options& opt, Cluster& cluster, Watchdog& wd,
                         std::vector<std::string>* notes) {
   const std::string self = cluster.daemon(0).node_id, other = cluster.daemon(1).node_id;
   const auto on_self = raio::SchedulingStrategy::NodeAffinity(self);
@@ -382,7 +521,7 @@ std::vector<Row> RunAll(const Options& opt, const Cluster& cluster, Watchdog& wd
 
   // Every node runs this binary's tasks; workers are up on each before any timing.
   wd.Enter("warm-up on every node", std::chrono::seconds(120));
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < cluster.size(); ++i) {
     auto count =
         Placement(raio::SchedulingStrategy::NodeAffinity(cluster.daemon(i).node_id), 2 * cpus);
     if (count.size() != 1 || count.begin()->first != cluster.daemon(i).node_id) {
@@ -457,12 +596,36 @@ std::vector<Row> RunAll(const Options& opt, const Cluster& cluster, Watchdog& wd
       "same node " + Fmt(same_p99) + " us", other_p99 / same_p99, "", std::nullopt,
       nlohmann::json::object());
 
-  // ---- Object transfer between nodes: rows to add here once a Get on one node pulls an
-  // object from another node's store (node/object_manager is not yet called by Get):
-  //   - 1 GiB object made on node A, Get on node B (GB/s), beside a plain socket pair
-  //     moving 1 GiB on this machine in the same run (object_transfer_bench's floor);
-  //   - the same object broadcast to 3 nodes at once (GB/s per receiver, total time),
-  //     beside the one-receiver figure.
+  // ---- Objects between nodes, with a fourth node for the broadcast to 3 others.
+  wd.Enter("a fourth node", std::chrono::seconds(60));
+  cluster.AddNode();
+  // Until the driver's node has it in its view (the head's next update), an affinity to
+  // it is refused as unschedulable.
+  const std::string fourth = cluster.daemon(cluster.size() - 1).node_id;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      if (Placement(raio::SchedulingStrategy::NodeAffinity(fourth), cpus).count(fourth)) break;
+    } catch (const raio::UnschedulableError&) {
+      if (attempt >= 100) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  const uint64_t bytes = Cluster::ObjectBytes(opt);
+  const double gib = static_cast<double>(bytes) / (1ull << 30);
+  const std::string size = opt.quick ? "256 MiB" : "1 GiB";
+  std::printf("  %s object transfers and broadcasts ...\n", size.c_str());
+  std::fflush(stdout);
+  Transfers t = RunTransfers(cluster, bytes, opt.quick ? 2 : 3, wd);
+  wd.Enter("loopback TCP floor", std::chrono::seconds(120));
+  const double floor_s = TcpStreamSecondsInChild(bytes, 3);
+  const double one_s = Median(t.one), broadcast_s = Median(t.broadcast);
+  const double floor_gbps = gib / floor_s, one_gbps = gib / one_s;
+  add("object " + size + " node1 -> node2 (median)", one_gbps, "GiB/s",
+      "loopback TCP " + Fmt(floor_gbps) + " GiB/s", one_gbps / floor_gbps, ">= 0.7x",
+      one_gbps / floor_gbps >= 0.7, {{"seconds_each", t.one}, {"tcp_floor_seconds", floor_s}});
+  add("broadcast " + size + " node1 -> 3 nodes (median)", broadcast_s, "s",
+      "one transfer " + Fmt(one_s) + " s", broadcast_s / one_s, "< 2x", broadcast_s / one_s < 2,
+      {{"seconds_each", t.broadcast}});
   return rows;
 }
 
@@ -545,8 +708,10 @@ int main(int argc, char** argv) {
 #ifndef NDEBUG
   machine["build"] = "assertions on (not a Release build?)";
 #endif
-  std::printf("multinode_bench: 3 nodes on this machine (head + 2 node daemons), %d CPUs each\n",
-              opt->cpus_per_node);
+  std::printf(
+      "multinode_bench: 3 nodes on this machine (head + 2 node daemons; a third for the "
+      "broadcast), %d CPUs each\n",
+      opt->cpus_per_node);
   std::printf("  CPU: %s, %ld online; load average %s (1, 5, 15 min)%s\n",
               machine["cpu_model"].get<std::string>().c_str(), ::sysconf(_SC_NPROCESSORS_ONLN),
               machine["loadavg_before"].get<std::string>().c_str(), opt->quick ? "; --quick" : "");
@@ -588,9 +753,6 @@ int main(int argc, char** argv) {
   machine["loadavg_after"] = LoadAverages();
   PrintTable(rows);
   for (const auto& note : notes) std::printf("%s\n", note.c_str());
-  std::printf(
-      "object transfer rows (1 GiB cross-node vs a socket pair, broadcast to 3): not yet; "
-      "Get does not pull objects between nodes yet\n");
   std::printf("total %.1f s, load average %s before, %s after\n",
               MicrosSince(t_start, Clock::now()) / 1e6,
               machine["loadavg_before"].get<std::string>().c_str(),
