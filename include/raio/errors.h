@@ -41,7 +41,9 @@ class RAIO_EXPORT TaskError : public RaioException {
 };
 
 // The worker process running the task died (crash, kill, exit) and the task's retries
-// (SetMaxRetries, default 3) ran out.
+// (SetMaxRetries, default 3) ran out. what() names the function, the node its worker ran
+// on and how it died; also when no worker of the job could start on a node (the node, its
+// host and the cause, e.g. the loader's message about a missing shared library).
 class RAIO_EXPORT WorkerCrashedError : public RaioException {
   using RaioException::RaioException;
 };
@@ -51,12 +53,12 @@ class RAIO_EXPORT WorkerCrashedError : public RaioException {
 // node's memory, or memory_usage_threshold_bytes) and that worker used the most memory
 // of the node's leased workers; and the task's retries (SetMaxRetries, default 3) ran
 // out. Each kill by the monitor uses one retry, as a crash does.
-// what() reads "<function> ran out of memory: the memory monitor of node <node> ended
-// worker <id> (pid <pid>, ...) using <rss> resident: the node's memory use <used> of
-// <total> total crossed the threshold <threshold> (<how it was set>); <n> attempts
-// were made", every size both in binary units (GiB/MiB) and in bytes.
-// Derives from WorkerCrashedError, so code that catches worker deaths catches it too.
-// Thrown by Get() (and by Get() of tasks that took the result as an argument).
+// what() reads "<function> ran out of memory on node <node>: the memory monitor of node <node>
+// ended worker <id> (pid <pid>, ...) using <rss> resident: the node's memory use <used> of <total>
+// total crossed the threshold <threshold> (<how it was set>); <n> attempts were made", every size
+// both in binary units (GiB/MiB) and in bytes. Derives from WorkerCrashedError, so code that
+// catches worker deaths catches it too. Thrown by Get() (and by Get() of tasks that took the result
+// as an argument).
 class RAIO_EXPORT OutOfMemoryError : public WorkerCrashedError {
   using WorkerCrashedError::WorkerCrashedError;
 };

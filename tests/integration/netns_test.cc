@@ -279,6 +279,45 @@ TEST_F(NetnsClusterTest, AGibObjectMadeOnOneHostIsReadOnTwoOthersIntact) {
   EXPECT_EQ(Value(r.output, "made on"), cluster_->node_id(1)) << r.output;
 }
 
+// A worker on another host that dies is handled as on one node: a task with a retry left
+// runs again there, one without fails with WorkerCrashedError naming that host's node.
+TEST_F(NetnsClusterTest, AWorkerThatDiesOnAnotherHostIsRetriedThenReportedWithItsNode) {
+  auto r = cluster_->Driver(1, "crash",
+                            {{"TARGET_NODE", cluster_->node_id(2)},
+                             {"MARKER", (hosts_->tmpdir(2) / "crashed-once").string()}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Value(r.output, "retried"), "7") << r.output;
+  const std::string crash = Value(r.output, "crash");
+  EXPECT_NE(crash.find("WorkerCrashedError"), std::string::npos) << r.output;
+  EXPECT_NE(crash.find("on node " + cluster_->node_id(2) + " died"), std::string::npos) << r.output;
+  EXPECT_NE(crash.find("1 retries ran out"), std::string::npos) << r.output;
+}
+
+// A named actor that a driver on host 1 creates on host 2's node is found by name and
+// called from a driver on host 0; the calls go straight to its worker across the bridge.
+TEST_F(NetnsClusterTest, AnActorCreatedFromOneHostIsCalledByNameFromAnother) {
+  const std::filesystem::path go = hosts_->tmpdir(1) / "go";
+  auto owner = cluster_->SpawnDriver(
+      1, "actor_owner", {{"TARGET_NODE", cluster_->node_id(2)}, {"GO_FILE", go.string()}});
+  ASSERT_TRUE(WaitFor([&] { return owner->Output().find("ready") != std::string::npos; }, 60s))
+      << owner->Output();
+  // The head's directory (asked from host 0) places it on host 2's node.
+  auto listed = cluster_->Cli(0, "list actors --json --address " + cluster_->head_address());
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  std::string node;
+  for (const auto& a : json::parse(listed.output, nullptr, false).value("actors", json::array())) {
+    if (a.value("name", "") == "acc") node = a.value("node_id", "");
+  }
+  EXPECT_EQ(node, cluster_->node_id(2)) << listed.output;
+  auto caller = cluster_->Driver(0, "actor_caller");
+  ASSERT_EQ(caller.exit_code, 0) << caller.output;
+  EXPECT_EQ(Value(caller.output, "called"), "16") << caller.output;
+  std::ofstream(go) << "go\n";
+  auto r = owner->Wait(60s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Value(r.output, "after caller"), "16") << r.output;
+}
+
 // Host 2's node is started without --node-ip.
 class NetnsDefaultNodeIpTest : public NetnsClusterTest {
  protected:
@@ -696,6 +735,61 @@ int ScenarioGib() {
   return 0;
 }
 
+// On TARGET_NODE: CrashOnce(MARKER) with one retry ("retried <value>"), then a task that
+// always crashes, with one retry ("crash <error>").
+int ScenarioCrash() {
+  raio::Init();
+  const auto on = On(GetEnv("TARGET_NODE"));
+  std::cout << "retried "
+            << raio::Task(CrashOnce)
+                   .SetSchedulingStrategy(on)
+                   .SetMaxRetries(1)
+                   .Remote(GetEnv("MARKER"))
+                   .Get(60s)
+            << std::endl;
+  try {
+    raio::Task(Crash).SetSchedulingStrategy(on).SetMaxRetries(1).Remote(1).Get(60s);
+    std::cout << "crash none" << std::endl;
+  } catch (const raio::WorkerCrashedError& e) {
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    std::cout << "crash WorkerCrashedError " << what << std::endl;
+  }
+  raio::Shutdown();
+  return 0;
+}
+
+// Creates the actor "acc" (namespace "shared", start 10) on TARGET_NODE, adds 1, prints
+// "ready", waits for GO_FILE, then prints "after caller <total>".
+int ScenarioActorOwner() {
+  raio::InitOptions options;
+  options.ns = "shared";
+  raio::Init(options);
+  auto acc = raio::Actor(raio_test::Accumulator::Create)
+                 .SetName("acc")
+                 .SetSchedulingStrategy(On(GetEnv("TARGET_NODE")))
+                 .Remote(10);
+  if (acc.Task(&raio_test::Accumulator::Add).Remote(1).Get(60s) != 11) return 1;
+  std::cout << "ready" << std::endl;
+  if (!WaitFor([&] { return std::filesystem::exists(GetEnv("GO_FILE")); }, 60s)) return 66;
+  std::cout << "after caller " << acc.Task(&raio_test::Accumulator::Add).Remote(0).Get(60s)
+            << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
+// Finds "acc" by name and adds 5: "called <total>".
+int ScenarioActorCaller() {
+  raio::InitOptions options;
+  options.ns = "shared";
+  raio::Init(options);
+  auto acc = raio::GetActor<raio_test::Accumulator>("acc");
+  if (!acc) return 3;
+  std::cout << "called " << acc->Task(&raio_test::Accumulator::Add).Remote(5).Get(60s) << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
 // "<executable> <working directory> <contents of `path`>" of the worker that runs it.
 std::string WhereIsJobFile(std::string path) {
   std::ifstream in(path);
@@ -732,10 +826,17 @@ int ScenarioPackage() {
 }
 
 const std::map<std::string, std::function<int()>> kScenarios = {
-    {"where", ScenarioWhere},         {"spill", ScenarioSpill},
-    {"spread", ScenarioSpread},       {"affinity", ScenarioAffinity},
-    {"roundtrip", ScenarioRoundTrip}, {"share", ScenarioShare},
-    {"package", ScenarioPackage},     {"gib", ScenarioGib},
+    {"where", ScenarioWhere},
+    {"spill", ScenarioSpill},
+    {"spread", ScenarioSpread},
+    {"affinity", ScenarioAffinity},
+    {"roundtrip", ScenarioRoundTrip},
+    {"share", ScenarioShare},
+    {"package", ScenarioPackage},
+    {"gib", ScenarioGib},
+    {"crash", ScenarioCrash},
+    {"actor_owner", ScenarioActorOwner},
+    {"actor_caller", ScenarioActorCaller},
 };
 
 }  // namespace

@@ -337,6 +337,9 @@ bool TaskSubmitter::WasRunning(const LeaseState& lease, const proto::WorkerFailu
 void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& cause,
                                 const std::string& why, bool was_running) {
   const WorkerId worker = t->pushed_to ? t->pushed_to->worker : WorkerId();
+  // Where it died: its worker's node (another one than this process's after a spillback).
+  const std::string node =
+      t->pushed_to && !t->pushed_to->node_id_hex.empty() ? t->pushed_to->node_id_hex : node_id_hex_;
   t->pushed_to.reset();
   const std::string& fn = t->request.spec().function_name();
   const bool oom = cause.kind() == proto::WorkerFailureCause::OUT_OF_MEMORY;
@@ -368,19 +371,20 @@ void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& c
   }
   const int attempts = t->crashes;
   if (oom) {
-    Fail(t, MakeError(proto::OUT_OF_MEMORY,
-                      absl::StrCat(fn, " ran out of memory: ", cause.message(), "; ", attempts,
-                                   attempts == 1 ? " attempt was" : " attempts were",
-                                   " made and its retries ran out"),
-                      fn, node_id_hex_));
+    Fail(t,
+         MakeError(proto::OUT_OF_MEMORY,
+                   absl::StrCat(fn, " ran out of memory on node ", node, ": ", cause.message(),
+                                "; ", attempts, attempts == 1 ? " attempt was" : " attempts were",
+                                " made and its retries ran out"),
+                   fn, node));
   } else {
     Fail(t,
          MakeError(proto::WORKER_CRASHED,
                    absl::StrCat(
-                       "the worker process running ", fn, " died (",
+                       "the worker process running ", fn, " on node ", node, " died (",
                        cause.kind() == proto::WorkerFailureCause::CRASHED ? cause.message() : why,
                        ") and its ", attempts - 1, " retries ran out"),
-                   fn, node_id_hex_));
+                   fn, node));
   }
 }
 
@@ -618,6 +622,9 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
   lease->worker = worker;
   lease->node = node;
   lease->remote = remote;
+  lease->node_id_hex = r.worker_address().node_id().empty()
+                           ? node_id_hex_
+                           : NodeId::FromBinary(r.worker_address().node_id()).Hex();
   if (!conn.ok()) {
     RAIO_LOG_WARN("cannot reach leased worker: {}", conn.status().message());
     auto ret = std::make_shared<proto::LeaseIdRequest>();

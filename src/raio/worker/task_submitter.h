@@ -68,7 +68,8 @@ struct LeaseState {
   // The node that granted it (this process's own, or another one after a spillback): the
   // lease is returned there, and asked there why its worker died.
   std::shared_ptr<rpc::Connection> node;
-  bool remote = false;  // granted by another node than this process's
+  bool remote = false;      // granted by another node than this process's
+  std::string node_id_hex;  // the node its worker runs on (errors name it)
   int in_flight = 0;
   bool dead = false;
   bool timer_armed = false;

@@ -158,8 +158,9 @@ TEST_F(TaskSubmitterTest, FailsWithWorkerCrashedWhenTheRetriesRunOut) {
   node_.Take<proto::GET_WORKER_FAILURE_CAUSE>()->Ok(FakeNode::CrashedRunning(task.Binary()));
   loop_.RunUntilIdle();
 
-  EXPECT_THAT(Result(task), HasSubstr("error WORKER_CRASHED: the worker process running f died "
-                                      "(pid 1234 was killed by signal 9"));
+  // Named by the node its worker ran on (the fake node's id).
+  EXPECT_THAT(Result(task), HasSubstr("error WORKER_CRASHED: the worker process running f on node "
+                                      "66616b656e6f6465 died (pid 1234 was killed by signal 9"));
   EXPECT_THAT(Result(task), HasSubstr("and its 0 retries ran out"));
   EXPECT_EQ(NumPendingTasks(), 0u);
   EXPECT_FALSE(node_.HasCall());  // no new lease for it
