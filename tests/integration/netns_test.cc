@@ -234,10 +234,13 @@ TEST_F(NetnsClusterTest, DriversOnDifferentHostsShareTheCluster) {
   // A long driver on host 1 runs work on all nodes, waits while a second driver on host
   // 2 runs its own work and exits (its job ends on every node), then runs again.
   const std::filesystem::path go = hosts_->tmpdir(1) / "go";
-  auto first = cluster_->SpawnDriver(1, "share", {{"GO_FILE", go.string()}, {"ROUNDS", "2"}});
+  const std::string all =
+      cluster_->node_id(0) + "," + cluster_->node_id(1) + "," + cluster_->node_id(2);
+  auto first = cluster_->SpawnDriver(
+      1, "share", {{"GO_FILE", go.string()}, {"ROUNDS", "2"}, {"ALL_NODES", all}});
   ASSERT_TRUE(WaitFor([&] { return first->Output().find("waiting") != std::string::npos; }, 60s))
       << first->Output();
-  auto second = cluster_->Driver(2, "share", {{"ROUNDS", "1"}});
+  auto second = cluster_->Driver(2, "share", {{"ROUNDS", "1"}, {"ALL_NODES", all}});
   ASSERT_EQ(second.exit_code, 0) << second.output;
   std::ofstream(go) << "go\n";
   auto r = first->Wait(60s);
@@ -644,6 +647,14 @@ int ScenarioRoundTrip() {
 int ScenarioShare() {
   raio::Init();
   std::cout << "driver " << raio::GetNodeId() << std::endl;
+  // A task on each of ALL_NODES (comma-separated) first, so that each has this job's
+  // package and a worker before the SPREAD rounds: a lease serves several tasks, so a
+  // node still fetching the package when the driver's own lease is free again would
+  // leave a 200 ms SPREAD task to it (SPREAD spreads leases, not tasks).
+  std::istringstream all(GetEnv("ALL_NODES"));
+  for (std::string node; std::getline(all, node, ',');) {
+    if (!node.empty()) raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On(node)).Remote(0).Get(60s);
+  }
   const int rounds = std::stoi(GetEnv("ROUNDS"));
   for (int round = 0; round < rounds; ++round) {
     if (round > 0) {
