@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -388,6 +389,18 @@ std::string ResolveAddress(const std::string& flag) {
   if (!given.empty() && given != "auto") return given;
   if (auto j = ReadClusterFile(); j && DaemonAlive(*j)) {
     return (*j)["address"].get<std::string>();
+  }
+  // A host that only runs a node (`raio start --address`): the head its live node joined.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(NodesDir(), ec)) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    try {
+      nlohmann::json j = nlohmann::json::parse(in);
+      if (DaemonAlive(j) && j.contains("address")) return j["address"].get<std::string>();
+    } catch (...) {
+      continue;  // a record being written, or not one of ours
+    }
   }
   return "";
 }

@@ -229,6 +229,24 @@ TEST_F(MultiNodeTest, AnObjectWhoseOnlyNodeIsGoneIsLostNamingItsOwner) {
   EXPECT_NE(r.output.find("owned by this process"), std::string::npos) << r.output;
 }
 
+TEST_F(MultiNodeTest, ADriverThatShutsDownHoldingRefsLeavesNoCopyOnAnyNode) {
+  auto zones = Nodes();
+  auto r =
+      RunCommand(Driver("hold_at_shutdown", "RAIO_NODE_ID=" + zones["a"] + " B_NODE=" + zones["b"] +
+                                                " RAIO_CLI=" + RAIO_CLI_PATH));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("copies while held 2"), std::string::npos) << r.output;
+  // The primary on b (made by a worker there) and the copy on a went with the driver.
+  std::size_t left = 1;
+  std::string listed;
+  for (int i = 0; i < 100 && left != 0; ++i) {
+    listed = RunCommand(Cli("list objects --json --address " + address_), false).output;
+    left = json::parse(listed, nullptr, false).value("objects", json::array()).size();
+    if (left != 0) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(left, 0u) << listed;
+}
+
 // ---- scenarios (drivers) ----
 
 int ScenarioSpill() {
@@ -389,6 +407,21 @@ int ScenarioObjects() {
   return 0;
 }
 
+// A result made on B_NODE and read here (a copy on this node too), still referenced when
+// the driver shuts down.
+int ScenarioHoldAtShutdown() {
+  raio::Init();
+  auto made =
+      raio::Task(MakeBytes)
+          .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(std::getenv("B_NODE")))
+          .Remote(int64_t{8} << 20, 2);
+  if (made.Get(120s).size() != (8u << 20)) return 1;
+  std::cout << "copies while held " << ListObjects().value("objects", json::array()).size()
+            << std::endl;
+  raio::Shutdown();  // `made` is still alive
+  return 0;
+}
+
 // Makes an object on node E_NODE, SIGKILLs that node's daemon (found by its record in
 // $TMPDIR/raio/nodes), then reads the object.
 int ScenarioLost() {
@@ -435,6 +468,7 @@ int main(int argc, char** argv) {
       if (s == "where") return ScenarioWhere();
       if (s == "objects") return ScenarioObjects();
       if (s == "lost") return ScenarioLost();
+      if (s == "hold_at_shutdown") return ScenarioHoldAtShutdown();
       std::cerr << "unknown scenario " << s << "\n";
       return 64;
     } catch (const std::exception& e) {

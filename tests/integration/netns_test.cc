@@ -173,6 +173,10 @@ TEST_F(NetnsClusterTest, ADriverAttachesToTheNodeOfItsOwnHost) {
     EXPECT_EQ(Value(r.output, "driver"), cluster_->node_id(i)) << r.output;
     EXPECT_EQ(Value(r.output, "node"), cluster_->node_id(i)) << r.output;  // packs locally
   }
+  // The CLI on a host that only runs a node finds the cluster through that node's record.
+  auto listed = cluster_->Cli(2, "list nodes");
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find("3 nodes"), std::string::npos) << listed.output;
   auto named = cluster_->Driver(2, "where", {{"RAIO_NODE_ID", cluster_->node_id(2)}});
   ASSERT_EQ(named.exit_code, 0) << named.output;
   EXPECT_EQ(Value(named.output, "driver"), cluster_->node_id(2)) << named.output;

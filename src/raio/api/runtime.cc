@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -183,13 +184,33 @@ JobId WorkerJobId() {
 }
 
 // Ray's address "auto": the cluster that `raio start` recorded on this machine in
-// $TMPDIR/raio/current_cluster. ClusterUnavailableError when there is none or it is
-// not running.
+// $TMPDIR/raio/current_cluster, or on a host that only runs a node, the head that node
+// joined ($TMPDIR/raio/nodes/<pid>.json). ClusterUnavailableError when there is none or
+// it is not running.
 std::string ResolveAutoAddress() {
   const char* base = std::getenv("TMPDIR");
-  std::string file = absl::StrCat(base && *base ? base : "/tmp", "/raio/current_cluster");
+  const std::string dir = absl::StrCat(base && *base ? base : "/tmp", "/raio");
+  std::string file = dir + "/current_cluster";
   std::ifstream in(file);
   if (!in) {
+    // A host that only runs a node (`raio start --address`): the head its live node joined.
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir + "/nodes", ec)) {
+      if (entry.path().extension() != ".json") continue;
+      try {
+        std::ifstream node_in(entry.path());
+        nlohmann::json j = nlohmann::json::parse(node_in);
+        std::optional<uint64_t> ticks;
+        if (j.contains("pid_start_ticks")) ticks = j["pid_start_ticks"].get<uint64_t>();
+        const int64_t pid = j.value("pid", int64_t{0});
+        if (pid > 0 && j.contains("address") &&
+            CheckProcess(static_cast<pid_t>(pid), ticks) != ProcessLiveness::kGone) {
+          return j["address"].get<std::string>();
+        }
+      } catch (const std::exception&) {
+        continue;  // a record being written, or not one of ours
+      }
+    }
     throw ClusterUnavailableError(
         absl::StrCat("raio::Init: address \"auto\": no raio cluster is running on this machine (",
                      file, " does not exist); start one with `raio start --head`"));

@@ -145,6 +145,7 @@ void HeadService::OnAccept(std::shared_ptr<rpc::Connection> conn) {
 }
 
 void HeadService::OnClose(const std::shared_ptr<rpc::Connection>& conn) {
+  if (packages_) packages_->AbortUploadsOf(reinterpret_cast<uintptr_t>(conn.get()));
   bool changed = false;
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     if (it->second.conn == conn) {  // only the connection that registered it removes it
@@ -347,7 +348,8 @@ void HeadService::RegisterPackageHandlers() {
   service_.Handle<proto::UPLOAD_PACKAGE_CHUNK>(
       [this, no_store](const auto& r, const proto::UploadPackageChunkRequest& req) {
         if (!packages_) return r.Error(no_store());
-        absl::Status s = packages_->Write(req.sha256(), req.size_bytes(), req.offset(), req.data());
+        absl::Status s = packages_->Write(reinterpret_cast<uintptr_t>(r.conn().get()), req.sha256(),
+                                          req.size_bytes(), req.offset(), req.data());
         if (!s.ok()) return r.Error(s);
         r.Ok(proto::Empty());
       });

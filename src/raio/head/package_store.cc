@@ -37,9 +37,21 @@ PackageStore::PackageStore(std::string dir) : dir_(std::move(dir)) {
 }
 
 PackageStore::~PackageStore() {
-  for (auto& [sha, upload] : uploads_) {
+  for (auto& [key, upload] : uploads_) {
     if (upload.fd >= 0) ::close(upload.fd);
-    ::unlink((PathOf(sha) + ".part").c_str());
+    ::unlink(PartOf(key).c_str());
+  }
+}
+
+std::string PackageStore::PartOf(const Key& key) const {
+  return absl::StrCat(PathOf(key.second), ".", key.first, ".part");
+}
+
+void PackageStore::AbortUploadsOf(uint64_t uploader) {
+  for (auto it = uploads_.lower_bound(Key{uploader, ""});
+       it != uploads_.end() && it->first.first == uploader;) {
+    const Key key = (it++)->first;
+    Abort(key);
   }
 }
 
@@ -54,43 +66,46 @@ bool PackageStore::Has(const std::string& sha256, uint64_t size_bytes) const {
          static_cast<uint64_t>(st.st_size) == size_bytes;
 }
 
-void PackageStore::Abort(const std::string& sha256) {
-  auto it = uploads_.find(sha256);
+void PackageStore::Abort(const Key& key) {
+  auto it = uploads_.find(key);
   if (it == uploads_.end()) return;
   if (it->second.fd >= 0) ::close(it->second.fd);
-  ::unlink((PathOf(sha256) + ".part").c_str());
+  ::unlink(PartOf(key).c_str());
   uploads_.erase(it);
 }
 
-absl::Status PackageStore::Write(const std::string& sha256_view, uint64_t size_bytes,
+absl::Status PackageStore::Write(uint64_t uploader, const std::string& sha256, uint64_t size_bytes,
                                  uint64_t offset, std::string_view data) {
-  if (absl::Status s = CheckName(sha256_view, size_bytes); !s.ok()) return s;
-  const std::string& sha256 = sha256_view;
-  if (Has(sha256, size_bytes)) return absl::OkStatus();
-  if (offset == 0) Abort(sha256);
-  auto it = uploads_.find(sha256);
+  if (absl::Status s = CheckName(sha256, size_bytes); !s.ok()) return s;
+  const Key key{uploader, sha256};
+  if (Has(sha256, size_bytes)) {
+    Abort(key);  // another uploader finished it first
+    return absl::OkStatus();
+  }
+  if (offset == 0) Abort(key);
+  auto it = uploads_.find(key);
   if (it == uploads_.end()) {
     if (offset != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "package file ", sha256, ": a chunk at offset ", offset, " of an upload never started"));
     }
-    const std::string part = PathOf(sha256) + ".part";
+    const std::string part = PartOf(key);
     int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0700);
     if (fd < 0) {
       return absl::InternalError(absl::StrCat("cannot create ", part, ": ", std::strerror(errno)));
     }
-    Upload& u = uploads_[sha256];
+    Upload& u = uploads_[key];
     u.fd = fd;
     u.size_bytes = size_bytes;
     u.digest = std::make_unique<Sha256>();
-    it = uploads_.find(sha256);
+    it = uploads_.find(key);
   }
   Upload& u = it->second;
   if (u.size_bytes != size_bytes || offset != u.received || data.size() > size_bytes - u.received) {
     const std::string why = absl::StrCat("package file ", sha256, ": a chunk of ", data.size(),
                                          " bytes at offset ", offset, " does not follow the ",
                                          u.received, " of ", u.size_bytes, " bytes received");
-    Abort(sha256);
+    Abort(key);
     return absl::InvalidArgumentError(why);
   }
   for (std::size_t done = 0; done < data.size();) {
@@ -99,7 +114,7 @@ absl::Status PackageStore::Write(const std::string& sha256_view, uint64_t size_b
     if (n <= 0) {
       const std::string why = absl::StrCat("cannot write package file ", sha256, " in ", dir_, ": ",
                                            std::strerror(errno));
-      Abort(sha256);
+      Abort(key);
       return absl::InternalError(why);
     }
     done += static_cast<std::size_t>(n);
@@ -109,20 +124,20 @@ absl::Status PackageStore::Write(const std::string& sha256_view, uint64_t size_b
   if (u.received < u.size_bytes) return absl::OkStatus();
   const std::string got = u.digest->HexDigest();
   if (got != sha256) {
-    Abort(sha256);
+    Abort(key);
     return absl::DataLossError(absl::StrCat("the ", size_bytes, " bytes uploaded as package file ",
                                             sha256, " hash to ", got));
   }
   ::close(u.fd);
   u.fd = -1;
-  const std::string part = PathOf(sha256) + ".part";
+  const std::string part = PartOf(key);
   if (::rename(part.c_str(), PathOf(sha256).c_str()) != 0) {
     const std::string why =
         absl::StrCat("cannot keep package file ", PathOf(sha256), ": ", std::strerror(errno));
-    Abort(sha256);
+    Abort(key);
     return absl::InternalError(why);
   }
-  uploads_.erase(sha256);
+  uploads_.erase(key);
   RAIO_LOG_INFO("package store: kept {} ({} bytes)", sha256, size_bytes);
   return absl::OkStatus();
 }

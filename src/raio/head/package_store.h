@@ -5,7 +5,7 @@
 // the job's workers (docs/design/cluster.md "Code on every node").
 //
 // Layout: `dir`/<sha256> for each complete file; an upload in progress writes
-// `dir`/<sha256>.part and renames it once its digest matches. Files are kept until the
+// `dir`/<sha256>.<uploader>.part and renames it once its digest matches. Files are kept until the
 // head's session directory is removed.
 // Errors: InvalidArgument for a malformed hash, a size over max_file_bytes or an offset
 // out of order; DataLoss when the uploaded bytes do not hash to the name; NotFound for a
@@ -40,12 +40,16 @@ class PackageStore {
   // Whether a complete file with this digest and size is held.
   bool Has(const std::string& sha256, uint64_t size_bytes) const;
 
-  // Appends `data` at `offset` of the upload of (`sha256`, `size_bytes`). Offset 0 starts
-  // (or restarts) it; any other offset must equal the bytes received so far. When the
-  // last byte arrives the digest is checked and the file kept. Uploading a file already
-  // held is a no-op.
-  absl::Status Write(const std::string& sha256, uint64_t size_bytes, uint64_t offset,
-                     std::string_view data);
+  // Appends `data` at `offset` of `uploader`'s upload of (`sha256`, `size_bytes`) (an
+  // uploader: one connection; several may upload the same file at once, each into a part
+  // file of its own, and the first complete one is kept). Offset 0 starts (or restarts)
+  // it; any other offset must equal the bytes this uploader sent so far. When the last
+  // byte arrives the digest is checked and the file kept. Uploading a file already held
+  // is a no-op (and ends that uploader's part).
+  absl::Status Write(uint64_t uploader, const std::string& sha256, uint64_t size_bytes,
+                     uint64_t offset, std::string_view data);
+  // Drops what `uploader` had not finished (its connection closed).
+  void AbortUploadsOf(uint64_t uploader);
 
   // Up to `max_bytes` of a held file from `offset` (empty at or past its end), and its
   // size.
@@ -59,11 +63,13 @@ class PackageStore {
     uint64_t received = 0;
     std::unique_ptr<Sha256> digest;
   };
+  using Key = std::pair<uint64_t, std::string>;  // uploader, sha256
   std::string PathOf(const std::string& sha256) const;
-  void Abort(const std::string& sha256);
+  std::string PartOf(const Key& key) const;
+  void Abort(const Key& key);
 
   std::string dir_;
-  std::map<std::string, Upload> uploads_;  // by sha256
+  std::map<Key, Upload> uploads_;
 };
 
 }  // namespace raio::head

@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <map>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -108,16 +110,47 @@ void CoreWorker::OnNodeRequest(const std::shared_ptr<rpc::Connection>& conn,
 }
 
 void CoreWorker::Shutdown() {
+  // Copies of this process's objects on other nodes: nothing else frees them once it is
+  // gone (its own node deletes what a dead owner left there; other nodes never knew it).
+  // A secondary copy on this node goes too: the node deletes a dead owner's primaries, not
+  // the copies it pulled for it. (On one node there are none: nothing extra to send.)
+  std::map<std::string, std::pair<proto::Address, std::vector<ObjectId>>> remote_copies;
+  std::vector<ObjectId> local_copies;
   {
     OutboxLock lock(&mu_, &outbox_);
     if (shut_down_) return;
     shut_down_ = true;
+    objects_.ForEach([&](const ObjectId& id, ObjectEntry& e) {
+      if (e.borrowed) return;
+      for (std::size_t i = 0; i < e.locations.size(); ++i) {
+        const proto::Address& a = e.locations[i];
+        if (a.node_id() == options_.node_address.node_id()) {
+          if (i > 0) local_copies.push_back(id);  // a secondary copy pulled here
+          continue;
+        }
+        auto& [address, ids] = remote_copies[a.node_id()];
+        address = a;
+        ids.push_back(id);
+      }
+    });
     submitter_.AssertHeld();
     submitter_.Shutdown();
     actor_submitter_.AssertHeld();
     actor_submitter_.Shutdown();
     borrower_watches_.clear();
     ready_cv_.SignalAll();
+  }
+  if (store_) {
+    for (const ObjectId& id : local_copies) store_->Delete(id);
+  }
+  for (const auto& [node, copies] : remote_copies) {
+    auto conn = pool_.Get(copies.first);
+    if (!conn.ok()) continue;  // that node is gone, and its store with it
+    proto::ObjectIdRequest req;
+    for (const ObjectId& id : copies.second) {
+      req.set_object_id(id.Binary());
+      (*conn)->SendOneWay(proto::DELETE_OBJECT, req);
+    }
   }
   // Their close callbacks take mu_.
   pool_.CloseAll(absl::CancelledError("shutting down"));

@@ -118,6 +118,11 @@ class ObjectTable {
   // (they are dropped; a retry registers again).
   void SettleOnBehalf(const ObjectId& task_return, const WorkerId& self, bool delivered);
   std::size_t size() const { return objects_.size(); }
+  // Calls f(id, entry) for every entry (Shutdown's last look); f must not add or free any.
+  template <typename F>
+  void ForEach(F&& f) {
+    for (auto& [id, e] : objects_) f(id, e);
+  }
 
  private:
   // Entries stay where they are: callers hold ObjectEntry pointers across inserts.

@@ -141,7 +141,7 @@ WorkerProcess* WorkerPool::PopIdle(const WorkerKey& key, bool for_actor) {
   return nullptr;
 }
 
-void WorkerPool::NoteStartFailure(const WorkerProcess& w, const std::string& how) {
+void WorkerPool::NoteStartFailure(const WorkerProcess& w, const std::string& how, bool not_loaded) {
   StartFailures& f = start_failures_[w.job];
   ++f.count;
   std::string tail;
@@ -151,9 +151,13 @@ void WorkerPool::NoteStartFailure(const WorkerProcess& w, const std::string& how
   }
   f.last = absl::StrCat(
       f.count, f.count == 1 ? " worker process" : " worker processes", " of job ", w.job,
-      " in a row died while starting, before registering with the node (the job's executable "
-      "runs in worker mode: does it reach raio::Init(argc, argv) at the top of main?); the last, ",
-      how, tail.empty() ? ", printed nothing to stderr" : ", printed to stderr last:\n", tail);
+      " in a row died while starting, before registering with the node (",
+      not_loaded ? "exit status 127: the executable could not be loaded here, e.g. a shared "
+                   "library it links is missing on this host"
+                 : "the job's executable runs in worker mode: does it reach "
+                   "raio::Init(argc, argv) at the top of main?",
+      "); the last, ", how,
+      tail.empty() ? ", printed nothing to stderr" : ", printed to stderr last:\n", tail);
 }
 
 std::vector<std::pair<JobId, std::string>> WorkerPool::TakeStartFailures(int threshold) {
@@ -247,7 +251,8 @@ std::vector<WorkerId> WorkerPool::Reap() {
     if (r == w.pid) {
       RAIO_LOG_INFO("worker {} (pid {}) exited with status {}", id.Hex(), w.pid, status);
       if (w.state == WorkerProcess::State::kStarting)
-        NoteStartFailure(w, DescribeExit(w.pid, status));
+        NoteStartFailure(w, DescribeExit(w.pid, status),
+                         WIFEXITED(status) && WEXITSTATUS(status) == 127);
       exits_.push_back({id, w.pid, status, RunningTask(id)});
       w.pid = -1;
       gone.push_back(id);

@@ -130,7 +130,9 @@ class WorkerPool {
 
  private:
   // A starting worker of `w`'s job died (`how`): counts towards TakeStartFailures.
-  void NoteStartFailure(const WorkerProcess& w, const std::string& how);
+  // `not_loaded`: it exited with 127 (the loader's or exec's failure), so the hint is
+  // about the host, not about raio::Init.
+  void NoteStartFailure(const WorkerProcess& w, const std::string& how, bool not_loaded = false);
 
   boost::asio::io_context& io_;
   std::string session_dir_;
