@@ -195,7 +195,9 @@ TEST_F(NetnsClusterTest, TasksSpillToNodesOnOtherHostsUnderLoad) {
 }
 
 TEST_F(NetnsClusterTest, SpreadPutsTasksOnAllThreeHosts) {
-  auto r = cluster_->Driver(2, "spread");
+  auto r = cluster_->Driver(2, "spread",
+                            {{"ALL_NODES", cluster_->node_id(0) + "," + cluster_->node_id(1) + "," +
+                                               cluster_->node_id(2)}});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<std::string> ran = Values(r.output, "spread");
   EXPECT_EQ(std::set<std::string>(ran.begin(), ran.end()), AllNodes()) << r.output;
@@ -539,6 +541,17 @@ raio::SchedulingStrategy On(const std::string& node) {
   return raio::SchedulingStrategy::NodeAffinity(node);
 }
 
+// A task on each of ALL_NODES (comma-separated) first, so that each has this job's package
+// and a worker before a SPREAD round: a lease serves several tasks, so a node still
+// fetching the package (slow under a sanitizer) when the driver's own lease is free again
+// would leave its SPREAD task to that lease (SPREAD spreads leases, not tasks).
+void WarmUpAllNodes() {
+  std::istringstream all(GetEnv("ALL_NODES"));
+  for (std::string node; std::getline(all, node, ',');) {
+    if (!node.empty()) raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On(node)).Remote(0).Get(60s);
+  }
+}
+
 int ScenarioWhere() {
   raio::Init();
   std::cout << "driver " << raio::GetNodeId() << "\n";
@@ -558,6 +571,7 @@ int ScenarioSpill() {
 
 int ScenarioSpread() {
   raio::Init();
+  WarmUpAllNodes();
   std::vector<raio::ObjectRef<std::string>> refs;
   for (int i = 0; i < 3; ++i) {
     refs.push_back(raio::Task(NodeIdAfterMs)
@@ -651,14 +665,7 @@ int ScenarioRoundTrip() {
 int ScenarioShare() {
   raio::Init();
   std::cout << "driver " << raio::GetNodeId() << std::endl;
-  // A task on each of ALL_NODES (comma-separated) first, so that each has this job's
-  // package and a worker before the SPREAD rounds: a lease serves several tasks, so a
-  // node still fetching the package when the driver's own lease is free again would
-  // leave a 200 ms SPREAD task to it (SPREAD spreads leases, not tasks).
-  std::istringstream all(GetEnv("ALL_NODES"));
-  for (std::string node; std::getline(all, node, ',');) {
-    if (!node.empty()) raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On(node)).Remote(0).Get(60s);
-  }
+  WarmUpAllNodes();
   const int rounds = std::stoi(GetEnv("ROUNDS"));
   for (int round = 0; round < rounds; ++round) {
     if (round > 0) {
