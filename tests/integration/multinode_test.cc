@@ -275,6 +275,15 @@ void Expect(const std::string& what, F f) {
 int ScenarioPlacement() {
   raio::Init();
   std::string b = std::getenv("B_NODE"), c = std::getenv("C_NODE");
+  // A task on b and c first, so that both have this job's package and a worker before the
+  // SPREAD round (a lease serves several tasks: a node still fetching the package when the
+  // driver's own lease is free again would leave its task to that lease).
+  for (const std::string& node : {b, c}) {
+    raio::Task(NodeIdAfterMs)
+        .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(node))
+        .Remote(0)
+        .Get(60s);
+  }
   std::vector<raio::ObjectRef<std::string>> spread;
   for (int i = 0; i < 3; ++i) {
     spread.push_back(raio::Task(NodeIdAfterMs)
