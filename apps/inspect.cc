@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -12,13 +13,16 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "raio/actor.pb.h"
 #include "raio/common/config.h"
 #include "raio/common/event_loop.h"
+#include "raio/common/placement_resources.h"
 #include "raio/head.pb.h"
 #include "raio/internal/object_id.h"
 #include "raio/node.pb.h"
+#include "raio/placement_group.pb.h"
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
 
@@ -182,6 +186,25 @@ std::string Wrap(std::string_view text, std::size_t indent, std::size_t width) {
 
 }  // namespace
 
+// "2026-12-02 15:40:07 UTC" for a time in ms since the Unix epoch.
+std::string FormatUnixMillis(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+// One line per dead node: id, address, when and why it was declared dead.
+void PrintDeadNodes(const google::protobuf::RepeatedPtrField<raio::proto::NodeInfo>& dead) {
+  for (const auto& n : dead) {
+    std::cout << "  node " << n.node_id() << "  " << n.address().ip() << ":" << n.address().port()
+              << (n.hostname().empty() ? "" : "  " + n.hostname()) << "  dead since "
+              << FormatUnixMillis(n.death_time_ms()) << ": " << n.death_cause() << "\n";
+  }
+}
+
 int Status(const std::string& address_flag, bool json) {
   std::string address = ResolveAddress(address_flag);
   if (address.empty()) {
@@ -230,6 +253,10 @@ int Status(const std::string& address_flag, bool json) {
     for (const auto& [k, v] : n.total().amounts()) total[k] += v;
     for (const auto& [k, v] : n.available().amounts()) available[k] += v;
     for (const auto& g : GroupPendingLeases(n)) pending_tasks += g.Waiting();
+  }
+  if (status.dead_nodes_size() > 0) {
+    std::cout << "Dead nodes: " << status.dead_nodes_size() << "\n";
+    PrintDeadNodes(status.dead_nodes());
   }
   std::cout << "Resources (in use / total):\n";
   for (const auto& [k, v] : total) {
@@ -350,6 +377,52 @@ int ListActors(const std::string& address_flag, bool json) {
   return 0;
 }
 
+int ListPlacementGroups(const std::string& address_flag, bool json) {
+  raio::proto::PlacementGroupList list;
+  if (!CallHead(address_flag, "raio list placement-groups", raio::proto::LIST_PLACEMENT_GROUPS,
+                &list)) {
+    return 1;
+  }
+  if (json) {
+    std::cout << ToJson(list) << "\n";
+    return 0;
+  }
+  auto state_name = [](const raio::proto::PlacementGroupInfo& g) -> std::string {
+    if (g.state() == raio::proto::PG_PENDING && g.infeasible()) return "INFEASIBLE";
+    std::string name = raio::proto::PlacementGroupState_Name(g.state());
+    return name.substr(3);  // PG_
+  };
+  std::printf("%-17s %-16s %-13s %-13s %s\n", "PLACEMENT GROUP", "NAME", "STRATEGY", "STATE",
+              "BUNDLES (resources @ node)");
+  int pending = 0;
+  for (const auto& g : list.groups()) {
+    std::string bundles;
+    for (const auto& b : g.bundles()) {
+      std::map<std::string, double> r(b.resources().amounts().begin(),
+                                      b.resources().amounts().end());
+      std::string amounts;
+      for (const auto& [k, v] : r)
+        absl::StrAppend(&amounts, amounts.empty() ? "" : " ", k, ":", Fmt(k, v));
+      absl::StrAppend(&bundles, bundles.empty() ? "" : ", ", "#", b.index(), " {", amounts, "}",
+                      b.node_id().empty() ? "" : " @ " + b.node_id());
+    }
+    if (g.state() == raio::proto::PG_PENDING || g.state() == raio::proto::PG_RESCHEDULING) {
+      ++pending;
+    }
+    std::printf("%-17s %-16s %-13s %-13s %s\n",
+                absl::BytesToHexString(g.placement_group_id()).c_str(),
+                g.name().empty() ? "-" : g.name().c_str(),
+                raio::proto::PlacementStrategy_Name(g.strategy()).c_str(), state_name(g).c_str(),
+                bundles.c_str());
+    if (!g.message().empty() && g.state() != raio::proto::PG_CREATED) {
+      std::printf("    %s\n", g.message().c_str());
+    }
+  }
+  std::cout << list.groups_size() << " placement groups, " << pending
+            << " pending or rescheduling\n";
+  return 0;
+}
+
 int ListNodes(const std::string& address_flag, bool json) {
   raio::proto::NodeList list;
   if (!CallHead(address_flag, "raio list nodes", raio::proto::LIST_NODES, &list)) return 1;
@@ -359,8 +432,19 @@ int ListNodes(const std::string& address_flag, bool json) {
   }
   std::cout << "NODE ID           ADDRESS                HOST              STATE  RESOURCES "
                "(in use / total)  LABELS\n";
+  int alive = 0;
+  google::protobuf::RepeatedPtrField<raio::proto::NodeInfo> dead;
   for (const auto& n : list.nodes()) {
-    std::map<std::string, double> total(n.total().amounts().begin(), n.total().amounts().end());
+    if (n.state() == "dead") {
+      *dead.Add() = n;
+      continue;
+    }
+    ++alive;
+    std::map<std::string, double> total;
+    for (const auto& [k, v] : n.total().amounts()) {
+      // Placement group bundles show in `raio list placement-groups`, not as resources.
+      if (!raio::ParseBundleResource(k)) total[k] = v;
+    }
     std::string resources;
     for (const auto& [k, v] : total) {
       auto it = n.available().amounts().find(k);
@@ -378,7 +462,13 @@ int ListNodes(const std::string& address_flag, bool json) {
                 n.hostname().c_str(), n.state().c_str(), resources.c_str(),
                 label_text.empty() ? "-" : label_text.c_str());
   }
-  std::cout << list.nodes_size() << (list.nodes_size() == 1 ? " node\n" : " nodes\n");
+  std::cout << alive << (alive == 1 ? " node" : " nodes");
+  if (dead.empty()) {
+    std::cout << "\n";
+  } else {
+    std::cout << ", " << dead.size() << " dead:\n";
+    PrintDeadNodes(dead);
+  }
   return 0;
 }
 

@@ -19,5 +19,7 @@ int ShowConfig(const std::string& address_flag, bool json);
 int ListActors(const std::string& address_flag, bool json);
 int ListObjects(const std::string& address_flag, bool json);
 int ListNodes(const std::string& address_flag, bool json);
+// `raio list placement-groups`: id, name, strategy, state, bundles and their nodes.
+int ListPlacementGroups(const std::string& address_flag, bool json);
 
 }  // namespace raio::cli

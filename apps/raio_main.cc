@@ -2,6 +2,7 @@
 //
 //   raio start --head [--host H] [--port P] [--num-cpus N] [--num-gpus N]
 //                     [--memory BYTES] [--resources JSON] [--block]
+//                     [--include-dashboard BOOL] [--dashboard-host H] [--dashboard-port P]
 //                     [--memory-usage-threshold FRACTION]
 //                     [--memory-usage-threshold-bytes BYTES]
 //                     [--system-config JSON]
@@ -14,6 +15,8 @@
 //   raio status [--address HOST:PORT|auto] [--json]
 //   raio list objects [--address HOST:PORT|auto] [--json]
 //   raio list actors [--address HOST:PORT|auto] [--json]
+//   raio list placement-groups [--address HOST:PORT|auto] [--json]
+//   raio job submit|status|logs|stop|list|delete ...   (apps/job_cli.h)
 //   raio llm serve|convert|generate ...   (runs bin/raio-llm; see apps/llm/raio_llm_main.cc)
 //
 // `start --head` runs the head service and a node daemon in one background process and
@@ -49,6 +52,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "inspect.h"
+#include "job_cli.h"
+#include "jobs_server_process.h"
 #include "raio/actor.pb.h"
 #include "raio/api/local_cluster.h"
 #include "raio/common/config.h"
@@ -70,6 +75,9 @@ std::string StateDir() {
   return std::string(base && *base ? base : "/tmp") + "/raio";
 }
 std::string ClusterFile() { return StateDir() + "/current_cluster"; }
+
+// The jobs API server `start --head` runs beside the head (apps/jobs_server_process.h).
+raio::cli::JobsServerOptions g_jobs_server;
 std::string NodesDir() { return StateDir() + "/nodes"; }
 std::string NodeFile(pid_t pid) { return absl::StrCat(NodesDir(), "/", pid, ".json"); }
 
@@ -149,39 +157,100 @@ std::string ReclaimDeadProcessFiles() {
   return absl::StrCat(what, ": ", mib);
 }
 
-// Runs the cluster in this process until SIGTERM/SIGINT or a shutdown request.
+// The record `raio stop`, `raio status` and drivers read of the daemon running `cluster`.
+nlohmann::json DaemonRecord(raio::api::LocalCluster& cluster, bool joining,
+                            const std::string& log) {
+  nlohmann::json j{{"address", cluster.head_address()},
+                   {"pid", ::getpid()},
+                   {"log", log},
+                   {"session_dir", cluster.session_dir()},
+                   {"node_id", cluster.node_id()},
+                   {"node_address", cluster.node_address()}};
+  if (!joining) j["shutdown_token"] = cluster.shutdown_token();
+  if (std::optional<raio::ProcessStamp> self = raio::SelfProcessStamp()) {
+    j["pid_start_ticks"] = self->start_ticks;
+  }
+  return j;
+}
+
+// A joined node that lost the cluster (declared dead, cut off, head restarted): its old
+// node is stopped (workers ended, objects dropped) and a new one registers under a new id,
+// every node_rejoin_backoff_ms until the head takes it. False when SIGTERM/SIGINT came
+// first (then no node runs).
+bool Rejoin(raio::api::LocalClusterOptions& options, const sigset_t& stop_signals,
+            std::unique_ptr<raio::api::LocalCluster>& cluster, const std::string& record,
+            const std::string& log) {
+  const std::string old_id = cluster->node_id();
+  cluster->Stop();
+  cluster.reset();
+  options.node_id.clear();  // the head never takes a dead node's id again
+  RAIO_LOG_WARN("node {} lost the cluster; registering with {} under a new id", old_id,
+                options.join_address);
+  for (;;) {
+    auto next = raio::api::LocalCluster::Create(options);
+    if (next.ok()) {
+      cluster = std::move(*next);
+      if (!WriteRecord(record, DaemonRecord(*cluster, true, log))) {
+        RAIO_LOG_WARN("cannot rewrite the record {}: {}", record, std::strerror(errno));
+      }
+      RAIO_LOG_INFO("node {} rejoined the cluster at {} (was node {})", cluster->node_id(),
+                    options.join_address, old_id);
+      return true;
+    }
+    RAIO_LOG_WARN("cannot rejoin the cluster at {} yet: {}", options.join_address,
+                  next.status().message());
+    const auto backoff = raio::config::node_rejoin_backoff_ms();
+    timespec ts{static_cast<time_t>(backoff.count() / 1000),
+                static_cast<long>((backoff.count() % 1000) * 1000000)};
+    int sig = sigtimedwait(&stop_signals, nullptr, &ts);
+    if (sig == SIGTERM || sig == SIGINT) return false;
+  }
+}
+
+// Runs the cluster in this process until SIGTERM/SIGINT or a shutdown request. A joined
+// node that loses the cluster registers again under a new id (Rejoin).
 int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const std::string& log) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigset_t stop_signals = set;
+  sigaddset(&set, SIGUSR1);                   // the node lost the cluster
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
   raio::api::LocalClusterOptions options = base;
   options.on_shutdown_request = [] { ::kill(::getpid(), SIGTERM); };
+  const bool joining = !options.join_address.empty();
+  if (joining) options.on_cluster_lost = [](const std::string&) { ::kill(::getpid(), SIGUSR1); };
   auto cluster = raio::api::LocalCluster::Create(options);
   std::string message;
-  const bool joining = !options.join_address.empty();
   const std::string record = joining ? NodeFile(::getpid()) : ClusterFile();
-  if (!cluster.ok()) {
-    message = absl::StrCat("error: ", cluster.status().message());
-  } else {
-    std::string address = (*cluster)->head_address();
-    std::optional<raio::ProcessStamp> self = raio::SelfProcessStamp();
-    nlohmann::json j{{"address", address},
-                     {"pid", ::getpid()},
-                     {"log", log},
-                     {"session_dir", (*cluster)->session_dir()},
-                     {"node_id", (*cluster)->node_id()},
-                     {"node_address", (*cluster)->node_address()}};
-    if (!joining) j["shutdown_token"] = (*cluster)->shutdown_token();
-    if (self) j["pid_start_ticks"] = self->start_ticks;
-    if (WriteRecord(record, j)) {
-      message =
-          absl::StrCat("ok ", address, " ", (*cluster)->node_id(), " ", (*cluster)->node_address());
-    } else {
-      message = absl::StrCat("error: cannot write the record ", record, ": ", std::strerror(errno));
+  raio::cli::JobsServer jobs_server;
+  std::string dashboard_line;
+  if (cluster.ok() && !joining && g_jobs_server.enabled) {
+    jobs_server =
+        raio::cli::StartJobsServer(g_jobs_server, (*cluster)->head_address(), (*cluster)->node_id(),
+                                   (*cluster)->session_dir() + "/jobs");
+    dashboard_line = jobs_server.error.empty() ? "dashboard " + jobs_server.address
+                                               : "dashboard-error " + jobs_server.error;
+    if (!jobs_server.error.empty()) {
+      RAIO_LOG_WARN("the jobs API is off: {}", jobs_server.error);
     }
   }
+  nlohmann::json daemon_record;
+  if (cluster.ok()) {
+    daemon_record = DaemonRecord(**cluster, joining, log);
+    if (!jobs_server.address.empty()) daemon_record["dashboard_address"] = jobs_server.address;
+  }
+  if (!cluster.ok()) {
+    message = absl::StrCat("error: ", cluster.status().message());
+  } else if (WriteRecord(record, daemon_record)) {
+    message = absl::StrCat("ok ", (*cluster)->head_address(), " ", (*cluster)->node_id(), " ",
+                           (*cluster)->node_address());
+  } else {
+    message = absl::StrCat("error: cannot write the record ", record, ": ", std::strerror(errno));
+  }
+  const bool ok = message.rfind("ok ", 0) == 0;
+  if (!dashboard_line.empty()) message += "\n" + dashboard_line;
   if (ready_fd >= 0) {
     (void)!::write(ready_fd, message.data(), message.size());
     ::close(ready_fd);
@@ -189,14 +258,22 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
     std::cout << message << std::endl;
   }
   if (!cluster.ok()) return 1;
-  if (message.rfind("ok ", 0) != 0) {  // no record: `raio stop` could not find it
+  if (!ok) {  // no record: `raio stop` could not find it
+    raio::cli::StopJobsServer(jobs_server);
     (*cluster)->Stop();
     return 1;
   }
+  std::unique_ptr<raio::api::LocalCluster> running = std::move(*cluster);
   int sig = 0;
-  sigwait(&set, &sig);
+  for (;;) {
+    sigwait(&set, &sig);
+    if (sig != SIGUSR1) break;
+    if (!Rejoin(options, stop_signals, running, record, log)) break;
+  }
   RAIO_LOG_INFO("stopping on signal {}", sig);
-  (*cluster)->Stop();
+  // The jobs server is a driver of this cluster: it goes first.
+  raio::cli::StopJobsServer(jobs_server);
+  if (running) running->Stop();
   if (joining) {
     ::unlink(record.c_str());
     return 0;
@@ -237,7 +314,8 @@ int Start(const raio::api::LocalClusterOptions& options, bool block) {
   }
   std::string log = StateDir() + "/raio-" + std::to_string(::getpid()) + ".log";
   int fds[2];
-  if (::pipe(fds) != 0) return 1;
+  // Close-on-exec: the daemon starts raio-jobs, which must not hold the write end open.
+  if (::pipe2(fds, O_CLOEXEC) != 0) return 1;
   pid_t child = ::fork();
   if (child < 0) {
     std::perror("fork");
@@ -266,6 +344,11 @@ int Start(const raio::api::LocalClusterOptions& options, bool block) {
               << "\n";
     return 1;
   }
+  std::string dashboard;
+  if (auto nl = message.find('\n'); nl != std::string::npos) {
+    dashboard = message.substr(nl + 1);
+    message.resize(nl);
+  }
   std::vector<std::string> words = absl::StrSplit(message.substr(3), ' ');
   words.resize(3);
   const std::string& address = words[0];
@@ -280,9 +363,16 @@ int Start(const raio::api::LocalClusterOptions& options, bool block) {
   std::cout << "raio cluster started at " << address << "\n"
             << "  connect a driver:  RAIO_ADDRESS=" << address << " ./my_program\n"
             << "  add a node:        raio start --address " << address << "\n"
-            << "  status:            raio status\n"
-            << "  stop:              raio stop\n"
+            << "  status:            raio status\n";
+  if (dashboard.rfind("dashboard ", 0) == 0) {
+    std::cout << "  jobs API:          " << dashboard.substr(10)
+              << "  (raio job submit -- COMMAND)\n";
+  }
+  std::cout << "  stop:              raio stop\n"
             << "  log:               " << log << "\n";
+  if (dashboard.rfind("dashboard-error ", 0) == 0) {
+    std::cerr << "raio start: warning: the jobs API is off: " << dashboard.substr(16) << "\n";
+  }
   return 0;
 }
 
@@ -492,6 +582,19 @@ int main(int argc, char** argv) {
                     "'{\"lease_idle_timeout_ms\": 50}'; they reach every node and worker "
                     "(`raio config` lists the names)");
   start->add_flag("--block", block, "run in the foreground");
+  start
+      ->add_option("--include-dashboard", g_jobs_server.enabled,
+                   "with --head: run the jobs API server (raio-jobs) beside the head")
+      ->capture_default_str();
+  start
+      ->add_option("--dashboard-host", g_jobs_server.host,
+                   "address the jobs API listens on; anyone who reaches it can run code on the "
+                   "cluster, so it stays on loopback unless you say otherwise")
+      ->capture_default_str()
+      ->check(ip_address);
+  start->add_option("--dashboard-port", g_jobs_server.port, "port of the jobs API (0 = any free)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   auto* stop = app.add_subcommand("stop", "stop the cluster started by `raio start`");
   std::string address;
   bool json = false;
@@ -522,6 +625,16 @@ int main(int argc, char** argv) {
   list_actors->add_option("--address", address,
                           "head address host:port, or auto (the cluster `raio start` recorded)");
   list_actors->add_flag("--json", json, "print JSON");
+  auto* list_pgs = list->add_subcommand(
+      "placement-groups", "placement groups: strategy, state, bundles and the nodes holding them");
+  list_pgs->add_option("--address", address,
+                       "head address host:port, or auto (the cluster `raio start` recorded)");
+  list_pgs->add_flag("--json", json, "print JSON");
+  raio::cli::JobCommands jobs([] {
+    auto j = ReadClusterFile();
+    return j && DaemonAlive(*j) ? j->value("dashboard_address", std::string()) : std::string();
+  });
+  jobs.Register(app);  // after the others: `raio --help` lists it last
   // CLI11 reports a word that names no subcommand as "A subcommand is required": name it.
   auto unknown_word = [](CLI::App* parent, const char* word, const std::string& what) {
     if (word[0] == '-') return false;
@@ -538,6 +651,10 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "list" && unknown_word(list, argv[2], "raio list")) {
     return 2;
   }
+  if (argc > 1 && std::string(argv[1]) == "job") {
+    CLI::App* job = app.get_subcommand("job");
+    if (argc > 2 && unknown_word(job, argv[2], "raio job")) return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -552,6 +669,7 @@ int main(int argc, char** argv) {
     if (start->parsed()) return 2;  // other commands go on with the defaults
   }
 
+  if (jobs.Parsed()) return jobs.Run();
   if (start->parsed()) {
     if (!head && join_address.empty()) {
       std::cerr << "raio start: give --head (start a cluster) or --address HEAD_HOST:PORT "
@@ -582,6 +700,13 @@ int main(int argc, char** argv) {
     } else {
       start_options.port = port;
       start_options.fail_infeasible = false;
+      if (g_jobs_server.enabled && !raio::cli::IsLoopbackHost(g_jobs_server.host)) {
+        std::cerr << "raio start: WARNING: the jobs API listens on " << g_jobs_server.host << ":"
+                  << g_jobs_server.port
+                  << ", beyond this host: anyone who can reach it can run any command on the "
+                     "cluster (raio has no authentication yet). Keep it behind a firewall, or "
+                     "use the default --dashboard-host 127.0.0.1 and an SSH tunnel.\n";
+      }
     }
     if (!labels_json.empty()) {
       try {
@@ -644,5 +769,6 @@ int main(int argc, char** argv) {
   if (list_objects->parsed()) return raio::cli::ListObjects(address, json);
   if (list_actors->parsed()) return raio::cli::ListActors(address, json);
   if (list_nodes->parsed()) return raio::cli::ListNodes(address, json);
+  if (list_pgs->parsed()) return raio::cli::ListPlacementGroups(address, json);
   return 0;
 }

@@ -9,6 +9,10 @@ install(DIRECTORY include/raio DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # The include directory reaches raio::raio through the target's INSTALL_INTERFACE.
 install(TARGETS raio EXPORT raioTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS raio_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The jobs API server `raio start --head` runs from the CLI's directory; it links libraio.
+set_target_properties(raio_jobs_server PROPERTIES
+  INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+install(TARGETS raio_jobs_server RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT raioTargets NAMESPACE raio:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/raio)
 configure_package_config_file(cmake/raioConfig.cmake.in
   ${PROJECT_BINARY_DIR}/raioConfig.cmake

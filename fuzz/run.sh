@@ -12,7 +12,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/raio-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$build_dir/artifacts"
 status=0
-for fuzzer in frame message value; do
+for fuzzer in frame message value jobs_http; do
   mkdir -p "$work/$fuzzer"
   log="$build_dir/artifacts/$fuzzer.log"
   start=$(date +%s)

@@ -9,10 +9,12 @@ PKGS=(
   libspdlog-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libhiredis-dev libeigen3-dev
   libssl-dev              # libcrypto: SHA-256 of job packages
+  libarchive-dev          # the jobs API: working directories as zip archives (src/raio/jobs)
   iproute2                # `ip`: tests/integration/test_hosts.h makes test hosts in network namespaces
   python3-sklearn         # ships the UCI digits CSV used by the main example
   clang libclang-rt-14-dev  # `make fuzz`: clang with libFuzzer and the sanitizer runtimes
   libtorch-dev libsentencepiece-dev  # src/raio/llm: model runtime (CPU libtorch 1.13.1), tokenizer
+  libgloo-dev             # src/raio/train: c10d's ProcessGroupGloo.hpp includes Gloo's headers
   libopenblas0-serial     # libtorch calls the system BLAS: OpenBLAS, single-threaded, not netlib
   curl python3-requests python3-aiohttp  # tests/llm/server_test.py drives the LLM server
 )

@@ -1,16 +1,20 @@
 // `raio llm ...`: the LLM commands (the raio CLI runs this binary, raio-llm, for them).
 //
-//   raio llm serve --model DIR [--host H] [--port P] [--max-num-seqs N]
+//   raio llm serve --model DIR [--lora DIR] [--host H] [--port P] [--max-num-seqs N]
 //                  [--max-num-batched-tokens N] [--kv-cache-bytes B] [--max-queued N]
 //                  [--device cpu|cuda:0] [--threads N] [--in-process]
 //                  [--address HOST:PORT|auto] [--actor-resources JSON]
+//                  [--engine-max-restarts N] [--keep-alive-timeout-s S]
 //   raio llm convert --model DIR --out DIR --to hf|llama2c
-//   raio llm generate --model DIR [--prompt TEXT] [--max-tokens N] [--temperature T]
+//   raio llm generate --model DIR [--lora DIR] [--prompt TEXT] [--max-tokens N] [--temperature T]
 //
 // `serve` prints "raio llm serve: listening on HOST:PORT" once bound (with --port 0 the
 // port chosen) and serves until SIGINT or SIGTERM. The engine runs in a raio actor
 // (asking for 1 CPU) on the cluster at --address / RAIO_ADDRESS, else on an embedded
-// one-node cluster; --in-process runs it in this process instead. Usage errors exit 2.
+// one-node cluster, and is restarted when its process dies (--engine-max-restarts; -1:
+// always); --in-process runs it in this process instead. --lora merges a PEFT LoRA adapter
+// directory (adapter_config.json, adapter_model.safetensors) into the weights at load.
+// Usage errors exit 2.
 #include <raio/raio.h>
 #include <signal.h>
 #include <unistd.h>
@@ -37,9 +41,10 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-int Serve(const std::string& model_dir, const raio::llm::EngineConfig& config,
-          const raio::llm::ServerOptions& server_options, int threads, bool in_process,
-          const std::string& address, const std::map<std::string, double>& actor_resources) {
+int Serve(const std::string& model_dir, const std::string& lora_dir,
+          const raio::llm::EngineConfig& config, const raio::llm::ServerOptions& server_options,
+          int threads, bool in_process, const std::string& address,
+          const std::map<std::string, double>& actor_resources, int engine_max_restarts) {
   // SIGINT / SIGTERM write to a pipe this thread waits on. (Handlers, not a blocked
   // mask: worker processes the cluster starts inherit a mask, not handlers.)
   if (pipe(g_signal_pipe) != 0) return Fail(absl::InternalError("pipe failed"));
@@ -56,7 +61,7 @@ int Serve(const std::string& model_dir, const raio::llm::EngineConfig& config,
   int num_blocks = 0;
   if (in_process) {
     raio::llm::SetTorchThreads(threads);
-    absl::StatusOr<raio::llm::LoadedModel> model = raio::llm::LoadModelDir(model_dir);
+    absl::StatusOr<raio::llm::LoadedModel> model = raio::llm::LoadModelDir(model_dir, lora_dir);
     if (!model.ok()) return Fail(model.status());
     auto engine = raio::llm::Engine::Create(*std::move(model), config);
     if (!engine.ok()) return Fail(engine.status());
@@ -69,9 +74,11 @@ int Serve(const std::string& model_dir, const raio::llm::EngineConfig& config,
     init.address = address;
     raio::Init(init);
     auto actor = raio::llm::ActorEngineClient::Create({.model_dir = model_dir,
+                                                       .lora_dir = lora_dir,
                                                        .engine = config,
                                                        .torch_threads = threads,
-                                                       .resources = actor_resources});
+                                                       .resources = actor_resources,
+                                                       .max_restarts = engine_max_restarts});
     if (!actor.ok()) {
       raio::Shutdown();
       return Fail(actor.status());
@@ -103,13 +110,14 @@ int main(int argc, char** argv) {
   if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);
   CLI::App app{"raio llm: LLM serving (continuous batching, OpenAI-compatible API)"};
   app.require_subcommand(1);
-  std::string model_dir;
+  std::string model_dir, lora_dir;
   raio::llm::EngineConfig config;
   raio::llm::ServerOptions server_options;
   int threads = 1;
   auto* serve = app.add_subcommand("serve", "serve a model over the OpenAI HTTP API");
   serve->add_option("--model", model_dir, "model directory (Hugging Face or llama2.c layout)")
       ->required();
+  serve->add_option("--lora", lora_dir, "PEFT LoRA adapter directory, merged into the weights");
   serve->add_option("--host", server_options.host, "address to listen on");
   serve->add_option("--port", server_options.port, "port (0: any free one)");
   serve->add_option("--max-num-seqs", config.max_num_seqs, "running requests at most");
@@ -118,12 +126,18 @@ int main(int argc, char** argv) {
   serve->add_option("--kv-cache-bytes", config.kv_cache_bytes, "KV cache pool size in bytes");
   serve->add_option("--max-queued", config.max_queued_requests,
                     "queued requests beyond max-num-seqs before 503");
+  double keep_alive_timeout_s = 5;
+  serve->add_option("--keep-alive-timeout-s", keep_alive_timeout_s,
+                    "close a kept-alive connection idle this long (seconds)");
   serve->add_option("--device", config.device, "torch device");
   serve->add_option("--threads", threads, "libtorch intra-op threads");
   bool in_process = false;
   std::string address;
   serve->add_flag("--in-process", in_process, "run the engine in this process, not in an actor");
   serve->add_option("--address", address, "raio cluster (HOST:PORT or auto) [embedded]");
+  int engine_max_restarts = -1;
+  serve->add_option("--engine-max-restarts", engine_max_restarts,
+                    "times the engine actor is restarted after its process dies (-1: always)");
   std::string actor_resources_json = R"({"CPU": 1})";
   serve->add_option("--actor-resources", actor_resources_json,
                     "resources the engine actor holds, JSON, e.g. '{\"CPU\": 1, \"GPU\": 1}'");
@@ -142,12 +156,14 @@ int main(int argc, char** argv) {
   params.max_tokens = 64;
   auto* generate = app.add_subcommand("generate", "generate text in-process (no server)");
   generate->add_option("--model", model_dir, "model directory")->required();
+  generate->add_option("--lora", lora_dir, "PEFT LoRA adapter directory, merged into the weights");
   generate->add_option("--prompt", prompt, "prompt text (empty: from BOS)");
   generate->add_option("--max-tokens", params.max_tokens, "tokens to generate");
   generate->add_option("--temperature", params.temperature, "0: greedy");
   CLI11_PARSE(app, argc, argv);
 
   if (*serve) {
+    server_options.keep_alive_timeout = absl::Seconds(keep_alive_timeout_s);
     std::map<std::string, double> actor_resources;
     try {
       actor_resources =
@@ -157,7 +173,8 @@ int main(int argc, char** argv) {
                 << "\n";
       return 2;
     }
-    return Serve(model_dir, config, server_options, threads, in_process, address, actor_resources);
+    return Serve(model_dir, lora_dir, config, server_options, threads, in_process, address,
+                 actor_resources, engine_max_restarts);
   }
   if (*convert) {
     absl::Status s = raio::llm::ConvertModelDir(
@@ -168,7 +185,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   raio::llm::SetTorchThreads(1);
-  absl::StatusOr<raio::llm::LoadedModel> model = raio::llm::LoadModelDir(model_dir);
+  absl::StatusOr<raio::llm::LoadedModel> model = raio::llm::LoadModelDir(model_dir, lora_dir);
   if (!model.ok()) return Fail(model.status());
   std::vector<int> ids = {model->tokenizer->bos_id()};
   std::vector<int> text = model->tokenizer->Encode(prompt);

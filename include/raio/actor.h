@@ -36,6 +36,7 @@
 #include "raio/internal/object_id.h"
 #include "raio/internal/runtime.h"
 #include "raio/object_ref.h"
+#include "raio/placement_group.h"
 #include "raio/remote.h"
 #include "raio/scheduling.h"
 #include "raio/task_caller.h"
@@ -57,6 +58,13 @@ struct ActorOptions {
   bool detached = false;
   SchedulingStrategy strategy = SchedulingStrategy::Default();
   std::map<std::string, std::string> label_selector;
+  // As TaskOptions' (raio/internal/runtime.h).
+  std::string placement_group_id;
+  int placement_bundle_index = -1;
+  bool placement_group_capture_child_tasks = false;
+  // The bundles it may take its demand from (that bundle, or all of the group's), to
+  // refuse at submission a demand no bundle could ever meet.
+  std::vector<std::map<std::string, double>> placement_bundles;
 };
 
 // Runtime ABI for actors (see raio/internal/runtime.h for the conventions).
@@ -202,6 +210,23 @@ class ActorCreator {
     return *this;
   }
   // Only nodes whose labels match every entry (raio/scheduling.h) may hold it.
+  // Places the actor in bundle `bundle_index` of `pg` (-1: any bundle; see
+  // raio/placement_group.h): it holds its resources from that bundle. Its creation waits
+  // while the group is pending. Throws InvalidUsageError for an empty group or an index
+  // outside [-1, number of bundles); Remote() throws InvalidUsageError when a scheduling
+  // strategy other than DEFAULT or a label selector is set too (the bundle decides the
+  // node), and UnschedulableError when the group was removed.
+  ActorCreator& SetPlacementGroup(const PlacementGroup& pg, int bundle_index = -1) {
+    internal::CheckBundleIndex(pg, bundle_index);
+    options_.placement_group_id = pg.GetID();
+    options_.placement_bundle_index = bundle_index;
+    options_.placement_bundles =
+        bundle_index < 0
+            ? pg.GetBundles()
+            : std::vector<std::map<std::string, double>>{pg.GetBundles()[bundle_index]};
+    return *this;
+  }
+
   ActorCreator& SetLabelSelector(const std::map<std::string, std::string>& selector) {
     options_.label_selector = selector;
     return *this;
@@ -213,7 +238,8 @@ class ActorCreator {
   // process's node). Throws InvalidUsageError (a live actor anywhere in the cluster has
   // the name in the namespace, bad options, a malformed node id or label selector,
   // arguments above 511 MiB in all: they travel inline, in one request),
-  // UnschedulableError (no node can ever hold it: in an embedded cluster, or for a hard
+  // UnschedulableError (its placement group was removed; no node can ever hold it: in an
+  // embedded cluster, or for a hard
   // affinity to a node that is not in the cluster; in a standalone cluster an actor no
   // node can hold otherwise waits, with a warning, for a node that can to join),
   // ClusterUnavailableError (the head cannot be reached, or this job has ended).

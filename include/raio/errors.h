@@ -130,4 +130,11 @@ class RAIO_EXPORT ClusterUnavailableError : public RaioException {
   using RaioException::RaioException;
 };
 
+// A task ran (or was queued) on a node that died (its daemon crashed, its host was cut off
+// from the head past the health-check timeout, or the head declared it dead) and its
+// retries ran out. The message names the node and the cause the head gave.
+class RAIO_EXPORT NodeDiedError : public RaioException {
+  using RaioException::RaioException;
+};
+
 }  // namespace raio

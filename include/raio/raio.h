@@ -27,6 +27,7 @@
 #include "raio/errors.h"
 #include "raio/export.h"
 #include "raio/object_ref.h"
+#include "raio/placement_group.h"
 #include "raio/remote.h"
 #include "raio/serialization.h"
 #include "raio/task_caller.h"

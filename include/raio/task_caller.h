@@ -21,6 +21,7 @@
 #include "raio/internal/returns.h"
 #include "raio/internal/runtime.h"
 #include "raio/object_ref.h"
+#include "raio/placement_group.h"
 #include "raio/remote.h"
 #include "raio/serialization.h"
 
@@ -101,6 +102,28 @@ class TaskCaller<R (*)(P...)> {
   }
   // Node labels the task needs, key -> "v", "!v", "in(a,b)" or "!in(a,b)" (see
   // raio/scheduling.h); a malformed entry throws InvalidUsageError at Remote() [none].
+  // Runs the task in bundle `bundle_index` of `pg` (-1: any bundle; see
+  // raio/placement_group.h): its demand comes out of that bundle's resources. It waits
+  // while the group is pending, and fails at Get with UnschedulableError once the group is
+  // removed. With `capture_child_tasks`, the tasks and actors it submits go into the same
+  // group (any bundle) unless they name one or ask for another placement (a scheduling
+  // strategy other than DEFAULT, a label selector). Throws InvalidUsageError for an empty
+  // group or an index outside [-1, number of bundles); Remote() throws InvalidUsageError
+  // when a strategy other than DEFAULT or a label selector is set too (the bundle decides
+  // the node).
+  TaskCaller& SetPlacementGroup(const PlacementGroup& pg, int bundle_index = -1,
+                                bool capture_child_tasks = false) {
+    internal::CheckBundleIndex(pg, bundle_index);
+    options_.placement_group_id = pg.GetID();
+    options_.placement_bundle_index = bundle_index;
+    options_.placement_bundles =
+        bundle_index < 0
+            ? pg.GetBundles()
+            : std::vector<std::map<std::string, double>>{pg.GetBundles()[bundle_index]};
+    options_.placement_group_capture_child_tasks = capture_child_tasks;
+    return *this;
+  }
+
   TaskCaller& SetLabelSelector(const std::map<std::string, std::string>& selector) {
     options_.label_selector = selector;
     return *this;

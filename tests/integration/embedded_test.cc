@@ -316,17 +316,17 @@ TEST_F(EmbeddedTest, FractionalAndCustomResourcesLimitConcurrency) {
   auto pa = a.Get();
   auto pb = b.Get();
   EXPECT_TRUE(pa[1] <= pb[0] || pb[1] <= pa[0]) << "slot tasks overlapped";
-  // Fractional CPUs: four 0.5-CPU tasks fit two CPUs at once.
-  std::vector<raio::ObjectRef<std::vector<int64_t>>> refs;
+  // Fractional CPUs: four 0.5-CPU tasks fit two CPUs at once. Each waits (up to 30 s) until
+  // all four have started; with room for fewer at once, the others would start only after
+  // those time out and see fewer than four.
+  std::string meet = std::filesystem::temp_directory_path() /
+                     ("raio-meet-" + std::to_string(getpid()));
+  std::filesystem::create_directories(meet);
+  std::vector<raio::ObjectRef<int>> refs;
   for (int i = 0; i < 4; ++i)
-    refs.push_back(raio::Task(SleepAndStamp).SetResource("CPU", 0.5).Remote(400));
-  auto stamps = raio::Get(refs);
-  int64_t latest_start = 0, earliest_end = std::numeric_limits<int64_t>::max();
-  for (const auto& s : stamps) {
-    latest_start = std::max(latest_start, s[0]);
-    earliest_end = std::min(earliest_end, s[1]);
-  }
-  EXPECT_LT(latest_start, earliest_end) << "four half-CPU tasks did not run together";
+    refs.push_back(raio::Task(MeetIn).SetResource("CPU", 0.5).Remote(meet, 4, 30000));
+  for (int seen : raio::Get(refs)) EXPECT_EQ(seen, 4) << "four half-CPU tasks did not run together";
+  std::filesystem::remove_all(meet);
 }
 
 TEST_F(EmbeddedTest, GpuTasksSeeOnlyTheirDevices) {

@@ -1,5 +1,5 @@
 // Actors across nodes: a head and two nodes started with the raio CLI as on several hosts
-// (as multinode_test.cc), drivers attached to different nodes (RAIO_NODE_ID). The head
+// (cli_cluster.h), drivers attached to different nodes (RAIO_NODE_ID). The head
 // keeps the actor directory: an actor created from one node is named, found, called and
 // killed from another; its node follows its demand, strategy and label selector; names
 // are unique cluster-wide; a detached actor outlives its job; the actors of a node that
@@ -23,7 +23,9 @@
 #include <thread>
 #include <vector>
 
+#include "cli_cluster.h"
 #include "harness.h"
+#include "scenario_main.h"
 #include "test_functions.h"
 
 using namespace raio_test;
@@ -32,67 +34,16 @@ using nlohmann::json;
 
 namespace {
 
-// An actor that counts and says where it runs.
-class Tally {
- public:
-  static Tally* Create(int start) { return new Tally(start); }
-  int Add(int by) { return value_ += by; }
-  std::string Node() { return raio::GetNodeId(); }
-
- private:
-  explicit Tally(int start) : value_(start) {}
-  int value_;
-};
-RAIO_REMOTE(Tally::Create, &Tally::Add, &Tally::Node);
-
-std::string g_self;
-std::filesystem::path g_base_tmp;
-
-std::string Cli(const std::string& args) { return std::string(RAIO_CLI_PATH) + " " + args; }
-
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? "" : v;
 }
 
-class MultiNodeActorTest : public ::testing::Test {
+// Node c also offers {"special": 1}.
+class MultiNodeActorTest : public CliClusterTest {
  protected:
-  void SetUp() override {
-    dir_ = g_base_tmp / ("raio-mnactor-" + std::to_string(getpid()) + "-" +
-                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-    ::setenv("TMPDIR", dir_.c_str(), 1);
-    ::unsetenv("RAIO_ADDRESS");
-    auto r = RunCommand(Cli("start --head --port 0 --num-cpus 2 --labels '{\"zone\": \"a\"}'"));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    auto pos = r.output.find("started at ");
-    ASSERT_NE(pos, std::string::npos) << r.output;
-    address_ = r.output.substr(pos + 11, r.output.find('\n', pos) - pos - 11);
-    AddNode("--num-cpus 2 --labels '{\"zone\": \"b\"}'");
-    AddNode("--num-cpus 2 --resources '{\"special\": 1}' --labels '{\"zone\": \"c\"}'");
-    zones_ = Nodes();
-    ASSERT_EQ(zones_.size(), 3u);
-    for (const auto& zone : {"a", "b", "c"}) ASSERT_EQ(zones_[zone].size(), 16u) << zone;
-  }
-  void TearDown() override {
-    auto r = RunCommand(Cli("stop"));
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    std::filesystem::remove_all(dir_);
-  }
-  void AddNode(const std::string& flags) {
-    auto r = RunCommand(Cli("start --address " + address_ + " --node-ip 127.0.0.1 " + flags));
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-  }
-  // `raio list nodes --json`: zone label -> node id.
-  std::map<std::string, std::string> Nodes() {
-    auto r = RunCommand(Cli("list nodes --json --address " + address_), false);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    std::map<std::string, std::string> zones;
-    json j = json::parse(r.output, nullptr, false);
-    for (const auto& n : j.value("nodes", json::array())) {
-      zones[n["labels"].value("zone", "?")] = n["node_id"].get<std::string>();
-    }
-    return zones;
+  std::string NodeFlags(const std::string& zone) const override {
+    return zone == "c" ? "--resources '{\"special\": 1}'" : "";
   }
   // `raio list actors --json`: name -> that actor's entry (unnamed ones left out).
   std::map<std::string, json> Actors() {
@@ -105,21 +56,6 @@ class MultiNodeActorTest : public ::testing::Test {
     }
     return actors;
   }
-  // A driver attached to the node of `zone`, running `scenario`, with the zones' node ids
-  // in A_NODE, B_NODE and C_NODE.
-  std::string Driver(const std::string& scenario, const std::string& zone,
-                     const std::string& env = "") {
-    return "A_NODE=" + zones_["a"] + " B_NODE=" + zones_["b"] + " C_NODE=" + zones_["c"] + " " +
-           env + " RAIO_NODE_ID=" + zones_[zone] + " RAIO_ADDRESS=" + address_ +
-           " RAIO_TEST_SCENARIO=" + scenario + " " + g_self;
-  }
-  static bool Has(const std::string& output, const std::string& what) {
-    return output.find(what) != std::string::npos;
-  }
-
-  std::filesystem::path dir_;
-  std::string address_;
-  std::map<std::string, std::string> zones_;
 };
 
 TEST_F(MultiNodeActorTest, ANamedActorCreatedFromOneNodeIsCalledByNameFromAnother) {
@@ -211,12 +147,7 @@ TEST_F(MultiNodeActorTest, TheActorsOfANodeThatLeavesDieNamingIt) {
       30s))
       << output;
   // End node c's daemon (its record names its node id).
-  pid_t pid = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir_ / "raio" / "nodes")) {
-    std::ifstream in(e.path());
-    json j = json::parse(in, nullptr, false);
-    if (j.value("node_id", "") == zones_["c"]) pid = j.value("pid", 0);
-  }
+  pid_t pid = DaemonPid(zones_["c"]);
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   EXPECT_TRUE(WaitFor(
@@ -284,7 +215,8 @@ TEST_F(MultiNodeActorTest, AnActorNoNodeCanHoldWaitsVisiblyUntilANodeThatCanJoin
 // Runs a driver of `scenario` on the node of B_NODE (or `node`) and prints its output
 // lines prefixed with "child: ".
 void RunChild(const std::string& scenario, const std::string& node = Env("B_NODE")) {
-  auto r = RunCommand("RAIO_NODE_ID=" + node + " RAIO_TEST_SCENARIO=" + scenario + " " + g_self);
+  auto r = RunCommand("RAIO_NODE_ID=" + node + " RAIO_TEST_SCENARIO=" + scenario + " " +
+                      CliClusterTest::Self());
   std::istringstream in(r.output);
   for (std::string line; std::getline(in, line);) std::cout << "child: " << line << "\n";
   std::cout << "child exit " << r.exit_code << std::endl;
@@ -494,12 +426,13 @@ int ScenarioLateActor() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
-  g_self = std::filesystem::read_symlink("/proc/self/exe").string();
-  g_base_tmp = std::filesystem::temp_directory_path();
-  if (const char* scenario = std::getenv("RAIO_TEST_SCENARIO")) {
-    try {
-      std::map<std::string, int (*)()> scenarios = {
+  auto setup = [] {
+    CliClusterTest::Self() = std::filesystem::read_symlink("/proc/self/exe").string();
+    CliClusterTest::BaseTmp() = std::filesystem::temp_directory_path();
+  };
+  return raio_test::ScenarioOrTestsMain(
+      argc, argv, setup,
+      {
           {"create_then_call_from_b", ScenarioCreateThenCallFromB},
           {"call_by_name", ScenarioCallByName},
           {"special", ScenarioSpecial},
@@ -512,18 +445,5 @@ int main(int argc, char** argv) {
           {"detached_use", ScenarioDetachedUse},
           {"outlive_node", ScenarioOutliveNode},
           {"late_actor", ScenarioLateActor},
-      };
-      auto it = scenarios.find(scenario);
-      if (it == scenarios.end()) {
-        std::cerr << "unknown scenario " << scenario << "\n";
-        return 64;
-      }
-      return it->second();
-    } catch (const std::exception& e) {
-      std::cerr << "scenario failed: " << e.what() << "\n";
-      return 65;
-    }
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+      });
 }

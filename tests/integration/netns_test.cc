@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "scenario_main.h"
 #include "test_functions.h"
 #include "test_hosts.h"
 
@@ -183,9 +184,11 @@ TEST_F(NetnsClusterTest, ADriverAttachesToTheNodeOfItsOwnHost) {
 }
 
 TEST_F(NetnsClusterTest, TasksSpillToNodesOnOtherHostsUnderLoad) {
-  // Six one-CPU tasks that hold their CPU 1.5 s, from host 1, whose node has 2 CPUs: they
-  // only all run at once if its node spills four of them to the other hosts.
-  auto r = cluster_->Driver(1, "spill");
+  // Six one-CPU tasks that hold their CPU until all six run, from host 1, whose node has
+  // 2 CPUs: they only all run at once if its node spills four of them to the other hosts.
+  const std::filesystem::path meet = hosts_->tmpdir(1) / "spill-meet";
+  std::filesystem::create_directories(meet);
+  auto r = cluster_->Driver(1, "spill", {{"MEET_DIR", meet.string()}});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<std::string> ran = Values(r.output, "node");
   ASSERT_EQ(ran.size(), 6u) << r.output;
@@ -328,6 +331,80 @@ TEST_F(NetnsClusterTest, AnActorCreatedFromOneHostIsCalledByNameFromAnother) {
 }
 
 // Host 2's node is started without --node-ip.
+// Health checks every 500 ms, a node dead after 6 missed ones (about 3 s; with 1 s, a node
+// busy fetching the test's executable under TSan on a loaded machine was declared dead
+// before the cut); nodes retry joining every 200 ms.
+class NetnsPartitionTest : public NetnsClusterTest {
+ protected:
+  HostCluster::Options ClusterOptions() const override {
+    HostCluster::Options options = NetnsClusterTest::ClusterOptions();
+    options.head_flags =
+        "--num-cpus 2 --system-config '{\"health_check_period_ms\": 500, "
+        "\"health_check_timeout_ms\": 500, \"health_check_failure_threshold\": 6, "
+        "\"node_rejoin_backoff_ms\": 200}'";
+    return options;
+  }
+  // `raio list nodes --json` from host 0, dead nodes included.
+  json AllNodeEntries() const {
+    CommandResult r = cluster_->Cli(0, "list nodes --json --address " + cluster_->head_address());
+    std::string out = r.output.substr(0, r.output.find("[stderr]"));
+    json j = json::parse(out, nullptr, false);
+    return j.is_object() ? j.value("nodes", json::array()) : json::array();
+  }
+  void SetLink(int host, bool up) {
+    std::string cmd = "ip link set " + hosts_->veth(host) + (up ? " up" : " down");
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+};
+
+TEST_F(NetnsPartitionTest, AHostCutOffIsDeclaredDeadItsDriversToldAndItRejoinsWhenHealed) {
+  const std::string old_node = cluster_->node_id(1);
+  const std::filesystem::path mark0 = hosts_->tmpdir(0) / "started-on-1";
+  const std::filesystem::path mark1 = hosts_->tmpdir(1) / "started-here";
+  // From host 0, a task on host 1's node; on host 1, a driver whose task runs there.
+  auto remote =
+      cluster_->SpawnDriver(0, "long_task", {{"TARGET_NODE", old_node}, {"MARK", mark0.string()}});
+  auto stranded = cluster_->SpawnDriver(1, "long_task", {{"MARK", mark1.string()}});
+  ASSERT_TRUE(WaitFor(
+      [&] { return std::filesystem::exists(mark0) && std::filesystem::exists(mark1); }, 90s))
+      << remote->Output() << stranded->Output();
+  SetLink(1, false);
+  // The head declares host 1's node dead; the task's owner on host 0 hears why.
+  json dead;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const auto& n : AllNodeEntries()) {
+          if (n.value("node_id", "") == old_node && n.value("state", "") == "dead") dead = n;
+        }
+        return dead.is_object();
+      },
+      30s));
+  EXPECT_NE(dead.value("death_cause", "").find("missed 6 health checks"), std::string::npos)
+      << dead.dump();
+  CommandResult r0 = remote->Wait(60s);
+  EXPECT_NE(r0.output.find("NodeDiedError: node " + old_node + " died while running"),
+            std::string::npos)
+      << r0.output;
+  EXPECT_NE(r0.output.find("missed 6 health checks"), std::string::npos) << r0.output;
+  // The driver on the cut-off host is told its cluster is gone, not left hanging.
+  CommandResult r1 = stranded->Wait(60s);
+  EXPECT_NE(r1.output.find("ClusterUnavailableError"), std::string::npos) << r1.output;
+  // Healed: host 1's daemon joins again under a new id.
+  SetLink(1, true);
+  std::string new_node;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const auto& n : cluster_->ListNodes(0)) {
+          if (n.value("hostname", "") == hosts_->hostname(1)) new_node = n.value("node_id", "");
+        }
+        return !new_node.empty() && new_node != old_node;
+      },
+      60s))
+      << cluster_->DaemonLogs();
+  CommandResult on = cluster_->Driver(0, "on_node", {{"TARGET_NODE", new_node}});
+  EXPECT_NE(on.output.find("ran on " + new_node), std::string::npos) << on.output;
+}
+
 class NetnsDefaultNodeIpTest : public NetnsClusterTest {
  protected:
   HostCluster::Options ClusterOptions() const override {
@@ -552,6 +629,51 @@ void WarmUpAllNodes() {
   }
 }
 
+// Creates file `path` (the task has started), then sleeps `ms`; returns its node's id.
+std::string MarkThenSleep(std::string path, int ms) {
+  std::ofstream(path) << "started\n";
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return raio::GetNodeId();
+}
+RAIO_REMOTE(MarkThenSleep);
+
+// A long task without retries on TARGET_NODE (it creates MARK when it starts), or on the
+// driver's own node when TARGET_NODE is unset; prints the error its Get ends with.
+int ScenarioLongTask() {
+  raio::Init();
+  auto call = raio::Task(MarkThenSleep).SetMaxRetries(0);
+  if (!GetEnv("TARGET_NODE").empty()) call.SetSchedulingStrategy(On(GetEnv("TARGET_NODE")));
+  auto ref = call.Remote(GetEnv("MARK"), 120000);
+  try {
+    std::cout << "returned from " << ref.Get(180s) << std::endl;
+  } catch (const raio::NodeDiedError& e) {
+    std::cout << "NodeDiedError: " << e.what() << std::endl;
+  } catch (const raio::ClusterUnavailableError& e) {
+    std::cout << "ClusterUnavailableError: " << e.what() << std::endl;
+  } catch (const std::exception& e) {
+    std::cout << "other error: " << e.what() << std::endl;
+  }
+  try {
+    raio::Shutdown();
+  } catch (const std::exception& e) {
+    std::cout << "Shutdown: " << e.what() << std::endl;
+  }
+  return 0;
+}
+
+// One quick task on TARGET_NODE: prints where it ran.
+int ScenarioOnNode() {
+  raio::Init();
+  std::cout << "ran on "
+            << raio::Task(NodeIdAfterMs)
+                   .SetSchedulingStrategy(On(GetEnv("TARGET_NODE")))
+                   .Remote(0)
+                   .Get(60s)
+            << std::endl;
+  raio::Shutdown();
+  return 0;
+}
+
 int ScenarioWhere() {
   raio::Init();
   std::cout << "driver " << raio::GetNodeId() << "\n";
@@ -563,7 +685,9 @@ int ScenarioWhere() {
 int ScenarioSpill() {
   raio::Init();
   std::vector<raio::ObjectRef<std::string>> refs;
-  for (int i = 0; i < 6; ++i) refs.push_back(raio::Task(NodeIdAfterMs).Remote(1500));
+  // Each task waits until all six run (up to 60 s), so none frees its CPU for another.
+  const std::string meet = std::getenv("MEET_DIR");
+  for (int i = 0; i < 6; ++i) refs.push_back(raio::Task(NodeIdAfterMeeting).Remote(meet, 6, 60000));
   for (auto& r : refs) std::cout << "node " << r.Get(60s) << "\n";
   raio::Shutdown();
   return 0;
@@ -859,26 +983,13 @@ const std::map<std::string, std::function<int()>> kScenarios = {
     {"crash", ScenarioCrash},
     {"actor_owner", ScenarioActorOwner},
     {"actor_caller", ScenarioActorCaller},
+    {"long_task", ScenarioLongTask},
+    {"on_node", ScenarioOnNode},
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
-  g_self = std::filesystem::read_symlink("/proc/self/exe").string();
-  if (const char* scenario = std::getenv("RAIO_TEST_SCENARIO")) {
-    auto it = kScenarios.find(scenario);
-    if (it == kScenarios.end()) {
-      std::cerr << "unknown scenario " << scenario << "\n";
-      return 64;
-    }
-    try {
-      return it->second();
-    } catch (const std::exception& e) {
-      std::cerr << "scenario failed: " << e.what() << "\n";
-      return 65;
-    }
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  auto setup = [] { g_self = std::filesystem::read_symlink("/proc/self/exe").string(); };
+  return raio_test::ScenarioOrTestsMain(argc, argv, setup, kScenarios);
 }

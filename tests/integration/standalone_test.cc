@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "scenario_main.h"
 #include "test_functions.h"
 
 using namespace raio_test;
@@ -598,26 +599,18 @@ int ScenarioPendingActor() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
-  g_self = std::filesystem::read_symlink("/proc/self/exe").string();
-  g_base_tmp = std::filesystem::temp_directory_path();
-  if (const char* scenario = std::getenv("RAIO_TEST_SCENARIO")) {
-    try {
-      std::string s = scenario;
-      if (s == "basic") return ScenarioBasic();
-      if (s == "config") return ScenarioConfig();
-      if (s == "hold_slot") return ScenarioHoldSlot();
-      if (s == "hold_object") return ScenarioHoldObject();
-      if (s == "detached_create") return ScenarioDetachedCreate();
-      if (s == "detached_use") return ScenarioDetachedUse();
-      if (s == "pending_actor") return ScenarioPendingActor();
-      std::cerr << "unknown scenario " << s << "\n";
-      return 64;
-    } catch (const std::exception& e) {
-      std::cerr << "scenario failed: " << e.what() << "\n";
-      return 65;
-    }
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  auto setup = [] {
+    g_self = std::filesystem::read_symlink("/proc/self/exe").string();
+    g_base_tmp = std::filesystem::temp_directory_path();
+  };
+  return raio_test::ScenarioOrTestsMain(argc, argv, setup,
+                                        {
+                                            {"basic", ScenarioBasic},
+                                            {"config", ScenarioConfig},
+                                            {"hold_slot", ScenarioHoldSlot},
+                                            {"hold_object", ScenarioHoldObject},
+                                            {"detached_create", ScenarioDetachedCreate},
+                                            {"detached_use", ScenarioDetachedUse},
+                                            {"pending_actor", ScenarioPendingActor},
+                                        });
 }

@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 #include <stdexcept>
 #include <thread>
@@ -84,13 +86,32 @@ std::string NodeIdAfterMs(int ms) {
   return raio::GetNodeId();
 }
 
+int MeetIn(std::string dir, int parties, int timeout_ms) {
+  namespace fs = std::filesystem;
+  std::string me = std::to_string(getpid()) + "-" +
+                   std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::ofstream(fs::path(dir) / me).put('x');
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  int seen = 0;
+  while (true) {
+    seen = static_cast<int>(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}));
+    if (seen >= parties || std::chrono::steady_clock::now() >= deadline) return seen;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::string NodeIdAfterMeeting(std::string dir, int parties, int timeout_ms) {
+  MeetIn(std::move(dir), parties, timeout_ms);
+  return raio::GetNodeId();
+}
+
 }  // namespace raio_test
 
 using namespace raio_test;
 RAIO_REMOTE(Add, Square, SumVector, Scale, NoOp, RAIO_FUNC(Overloaded, int),
             RAIO_FUNC(Overloaded, std::string), SleepAndStamp, Pid, VisibleDevices, PidAndDevices,
             ThrowsRuntimeError, ThrowsCustom, Crash, CrashOnce, NestedSum, Recurse, SleepMs,
-            NodeIdAfterMs);
+            NodeIdAfterMs, MeetIn, NodeIdAfterMeeting);
 
 namespace raio_test {
 
@@ -214,3 +235,11 @@ std::string ConfigProbe::Value(std::string name) { return ConfigValue(std::move(
 
 RAIO_REMOTE(raio_test::ConfigValue, raio_test::NestedConfigValue, raio_test::ConfigProbe::Create,
             &raio_test::ConfigProbe::Value);
+
+namespace raio_test {
+Tally* Tally::Create(int start) { return new Tally(start); }
+int Tally::Add(int by) { return value_ += by; }
+std::string Tally::Node() { return raio::GetNodeId(); }
+}  // namespace raio_test
+
+RAIO_REMOTE(raio_test::Tally::Create, &raio_test::Tally::Add, &raio_test::Tally::Node);

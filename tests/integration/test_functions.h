@@ -43,6 +43,12 @@ int Recurse(int depth);
 int SleepMs(int ms);
 // Sleeps `ms`, then returns the hex id of the node it ran on (raio::GetNodeId()).
 std::string NodeIdAfterMs(int ms);
+// A rendezvous of `parties` tasks in directory `dir` (the test's, on this machine): adds an
+// entry, then waits until `parties` entries exist or `timeout_ms` passes. Returns the number
+// of entries it saw: `parties` when that many tasks ran at the same time.
+int MeetIn(std::string dir, int parties, int timeout_ms);
+// MeetIn, then the hex id of the node it ran on.
+std::string NodeIdAfterMeeting(std::string dir, int parties, int timeout_ms);
 
 }  // namespace raio_test
 
@@ -121,5 +127,19 @@ class ConfigProbe {
  public:
   static ConfigProbe* Create();
   std::string Value(std::string name);
+};
+}  // namespace raio_test
+
+namespace raio_test {
+// An actor that counts from `start` and says which node it runs on.
+class Tally {
+ public:
+  static Tally* Create(int start);
+  int Add(int by);
+  std::string Node();
+
+ private:
+  explicit Tally(int start) : value_(start) {}
+  int value_;
 };
 }  // namespace raio_test

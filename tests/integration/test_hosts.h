@@ -82,6 +82,9 @@ class TestHosts {
   const std::string& netns(int i) const { return hosts_.at(i).netns; }
   const std::string& hostname(int i) const { return hosts_.at(i).hostname; }
   const std::filesystem::path& tmpdir(int i) const { return hosts_.at(i).tmpdir; }
+  // The bridge's end of host i's link: `ip link set <veth> down` cuts the host off (its
+  // processes keep running), `up` heals it.
+  const std::string& veth(int i) const { return hosts_.at(i).veth; }
   const std::string& bridge() const { return bridge_; }
 
   // Runs `command` with /bin/sh on host i (its network namespace, hostname and TMPDIR,
@@ -155,8 +158,8 @@ class HostCluster {
 
   // `raio ARGS` on host i (RAIO_ADDRESS unset: give --address where needed).
   CommandResult Cli(int i, const std::string& args) const;
-  // `raio list nodes --json` run on host i: the "nodes" array (empty when the call
-  // failed).
+  // `raio list nodes --json` run on host i: the "nodes" array without the dead ones
+  // (empty when the call failed).
   nlohmann::json ListNodes(int i) const;
   // This binary in scenario `scenario` on host i: RAIO_ADDRESS=head_address(),
   // RAIO_TEST_SCENARIO=scenario, plus `env` (e.g. RAIO_NODE_ID). Waits up to `timeout`.

@@ -213,6 +213,20 @@ TEST_F(EngineTest, RejectsBadRequestsAndAFullQueue) {
   EXPECT_TRUE(e->AddRequest({1}, Greedy(5), nullptr).ok());
 }
 
+// Regression: ids were "req-<counter>" from 0 in every engine, so an engine actor restarted
+// after its process died would hand out "req-0" again while a front's connection still
+// polled the dead engine's "req-0" (and took the new request's outputs).
+TEST_F(EngineTest, RequestIdsDifferBetweenEngines) {
+  auto a = MakeEngine(), b = MakeEngine();
+  auto id_a = a->AddRequest({1}, Greedy(1), nullptr);
+  auto id_b = b->AddRequest({1}, Greedy(1), nullptr);
+  ASSERT_TRUE(id_a.ok() && id_b.ok());
+  EXPECT_NE(*id_a, *id_b);
+  auto id_a2 = a->AddRequest({1}, Greedy(1), nullptr);
+  ASSERT_TRUE(id_a2.ok());
+  EXPECT_NE(*id_a, *id_a2);
+}
+
 TEST_F(EngineTest, LogprobsOfGreedyTokensAreTheTopOnes) {
   auto e = MakeEngine();
   SamplingParams p = Greedy(5);

@@ -29,6 +29,7 @@ void ExpectSameWeights(const ModelWeights& a, const ModelWeights& b) {
   EXPECT_EQ(a.rms_att, b.rms_att);
   EXPECT_EQ(a.rms_ffn, b.rms_ffn);
   EXPECT_EQ(a.rms_final, b.rms_final);
+  EXPECT_EQ(a.classifier, b.classifier);
 }
 
 TEST(Llama2cCheckpointTest, ReadsStories260KHeader) {
@@ -96,6 +97,32 @@ TEST(ModelDirTest, ConvertsLlama2cToHuggingFaceAndBack) {
   absl::StatusOr<LoadedModel> round = LoadModelDir(back);
   ASSERT_TRUE(round.ok()) << round.status();
   ExpectSameWeights(src->weights, round->weights);
+}
+
+// An untied classifier survives both formats: llama2.c's (negative vocab_size, the matrix
+// at the end) and Hugging Face's (lm_head.weight, tie_word_embeddings false).
+TEST(ModelDirTest, UntiedClassifierRoundTripsThroughBothFormats) {
+  TempDir tmp;
+  absl::StatusOr<LoadedModel> src = LoadModelDir(ModelDir());
+  ASSERT_TRUE(src.ok()) << src.status();
+  ModelWeights w = src->weights;
+  w.config.tied_embeddings = false;
+  w.classifier = w.token_embedding;
+  for (size_t i = 0; i < w.classifier.size(); ++i) w.classifier[i] += 0.001f * (i % 7);
+  ASSERT_TRUE(SaveLlama2cCheckpoint(w, tmp.path() + "/untied.bin").ok());
+  absl::StatusOr<ModelWeights> l2c = LoadLlama2cCheckpoint(tmp.path() + "/untied.bin");
+  ASSERT_TRUE(l2c.ok()) << l2c.status();
+  EXPECT_FALSE(l2c->config.tied_embeddings);
+  ExpectSameWeights(w, *l2c);
+  ASSERT_TRUE(SaveHfModel(w, tmp.path() + "/hf").ok());
+  absl::StatusOr<std::map<std::string, FloatTensor>> st =
+      ReadSafetensors(tmp.path() + "/hf/model.safetensors");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->at("lm_head.weight").shape, (std::vector<int64_t>{512, 64}));
+  absl::StatusOr<ModelWeights> hf = LoadHfModel(tmp.path() + "/hf");
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  EXPECT_FALSE(hf->config.tied_embeddings);
+  ExpectSameWeights(w, *hf);
 }
 
 TEST(SafetensorsTest, ReadsHalfAndBfloat16) {

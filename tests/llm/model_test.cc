@@ -159,6 +159,29 @@ TEST_F(ModelTest, BatchedForwardMatchesFloat32ReferenceWithinRounding) {
   EXPECT_LT(d, 5e-5f);
 }
 
+// stories260K ties its classifier to the embedding; an untied one (its own matrix, here
+// the embedding with noise) must be the one the model multiplies by.
+ModelWeights Untied(const ModelWeights& tied) {
+  ModelWeights w = tied;
+  w.config.tied_embeddings = false;
+  w.classifier = tied.token_embedding;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> noise(0, 0.5f);
+  for (float& x : w.classifier) x += noise(rng);
+  return w;
+}
+
+TEST_F(ModelTest, UntiedClassifierMatchesReferenceWithin1e5InFloat64) {
+  const ModelWeights w = Untied(model_->weights);
+  ASSERT_TRUE(w.Validate().ok()) << w.Validate();
+  EXPECT_LT(MaxBatchedDifference<double>(w, true), 1e-5f);
+  EXPECT_LT(MaxBatchedDifference<double>(w, true, true), 1e-5f);
+  // The two classifiers give different logits, so a model that multiplied by the
+  // embedding instead would fail the comparison above.
+  testing::ReferenceLlamaT<double> tied(model_->weights), untied(w);
+  EXPECT_NE(tied.Forward(1, 0), untied.Forward(1, 0));
+}
+
 TEST_F(ModelTest, RejectsBadInput) {
   auto m =
       LlamaModel::Create(model_->weights, {.device = "cpu", .block_size = 16, .num_blocks = 2});

@@ -53,6 +53,21 @@ TEST_F(OpenAiProtocolTest, ChatUsesTheTemplateAndTheRestOfTheContext) {
   EXPECT_EQ(req_.params.max_tokens, 512 - static_cast<int>(req_.prompt.size()));
 }
 
+TEST_F(OpenAiProtocolTest, ChatContentMayBeAListOfTextParts) {
+  ASSERT_TRUE(Parse(R"({"messages": [{"role": "user", "content": "Hi there"}]})", true));
+  const std::vector<int> as_string = req_.prompt;
+  ASSERT_TRUE(Parse(R"({"messages": [{"role": "user", "content": [
+      {"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}]})",
+                    true));
+  EXPECT_EQ(req_.prompt, as_string);
+  EXPECT_FALSE(Parse(R"({"messages": [{"role": "user", "content": [
+      {"type": "image_url", "image_url": {"url": "x"}}]}]})",
+                     true));
+  EXPECT_EQ(err_.status, 400);
+  EXPECT_FALSE(Parse(R"({"messages": [{"role": "user", "content": 5}]})", true));
+  EXPECT_EQ(err_.status, 400);
+}
+
 TEST_F(OpenAiProtocolTest, RejectsBadRequestsWithOpenAiErrors) {
   const std::pair<const char*, int> cases[] = {
       {"{bad", 400},

@@ -31,38 +31,66 @@ BASE = None
 TMP = None
 
 
-def start_server():
-    global SERVER, BASE, TMP
-    tmp = TMP = tempfile.mkdtemp(prefix="raio-llm-server-test-")
-    SERVER = subprocess.Popen(
-        [BINARY, "serve", "--model", MODEL, "--port", "0", "--max-num-seqs", "64",
-         "--max-queued", "8"] + EXTRA_FLAGS,
+def launch_server(flags):
+    """Starts `raio-llm serve` on port 0 in a temp dir; returns (process, base URL, dir)."""
+    tmp = tempfile.mkdtemp(prefix="raio-llm-server-test-")
+    proc = subprocess.Popen(
+        [BINARY, "serve", "--model", MODEL, "--port", "0"] + flags,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp)
     deadline = time.time() + 60
     while time.time() < deadline:
-        line = SERVER.stdout.readline()
+        line = proc.stdout.readline()
         if not line:
             raise RuntimeError("server exited before listening")
         if "listening on" in line:
-            BASE = "http://" + line.strip().rsplit(" ", 1)[1]
-            return
+            return proc, "http://" + line.strip().rsplit(" ", 1)[1], tmp
     raise RuntimeError("server did not start")
 
 
-def stop_server():
-    if SERVER and SERVER.poll() is None:
-        SERVER.send_signal(signal.SIGTERM)
+def halt_server(proc, tmp):
+    if proc and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
         try:
-            SERVER.wait(timeout=20)
+            proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            SERVER.kill()
-            SERVER.wait()
-    if TMP:
-        shutil.rmtree(TMP, ignore_errors=True)
+            proc.kill()
+            proc.wait()
+    if proc and proc.stdout:
+        proc.stdout.close()
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def metric(name):
-    text = requests.get(BASE + "/metrics", timeout=10).text
+def start_server():
+    global SERVER, BASE, TMP
+    SERVER, BASE, TMP = launch_server(["--max-num-seqs", "64", "--max-queued", "8"] + EXTRA_FLAGS)
+
+
+def stop_server():
+    halt_server(SERVER, TMP)
+
+
+def engine_worker_pids(server_pid):
+    """The server's child processes running raio-llm: the engine actor's worker."""
+    pids = []
+    for tid in os.listdir("/proc/%d/task" % server_pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (server_pid, tid)) as f:
+                pids += [int(p) for p in f.read().split()]
+        except FileNotFoundError:
+            pass  # a connection's thread that ended meanwhile
+    out = []
+    for pid in pids:
+        try:
+            if os.path.basename(os.readlink("/proc/%d/exe" % pid)).startswith("raio-llm"):
+                out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def metric(name, base=None):
+    text = requests.get((base or BASE) + "/metrics", timeout=10).text
     for line in text.splitlines():
         if line.startswith(name + "{"):
             return float(line.rsplit(" ", 1)[1])
@@ -161,6 +189,8 @@ class ServerTest(unittest.TestCase):
             (b"{not json", 400), ('{"prompt": "a", "model": "gpt-9"}'.encode(), 404),
             (json.dumps({"prompt": "a " * 600}).encode(), 400),
             (json.dumps({"prompt": "a", "max_tokens": 0}).encode(), 400),
+            (json.dumps({"prompt": "a", "max_tokens": -3}).encode(), 400),
+            (json.dumps({"prompt": "a " * (3 << 20)}).encode(), 413),  # over the 4 MiB bound
             (json.dumps({"prompt": "a", "temperature": -1}).encode(), 400),
             (json.dumps({"prompt": "a", "top_p": 0}).encode(), 400),
             (json.dumps({"prompt": "a", "top_p": 1.5}).encode(), 400),
@@ -178,6 +208,49 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(requests.get(BASE + "/nope", timeout=10).status_code, 404)
         self.assertEqual(requests.post(BASE + "/v1/completions", timeout=30, json={
             "prompt": "a", "max_tokens": 2}).status_code, 200)
+
+    def test_body_over_the_limit_gets_413_while_the_client_still_sends_it(self):
+        # Regression: the server closed with the body unread, so the connection was reset
+        # and python-requests (which sends the whole body first) saw an error, not the 413.
+        body = json.dumps({"prompt": "a " * (8 << 20)}).encode()
+        for _ in range(3):
+            r = requests.post(BASE + "/v1/completions", data=body, timeout=30,
+                              headers={"Content-Type": "application/json"})
+            self.assertEqual(r.status_code, 413)
+            self.assertEqual(r.json()["code"], 413)
+
+    def test_expect_100_continue_gets_the_interim_response(self):
+        # Regression: curl sends `Expect: 100-continue` with bodies over 1 MiB and waited a
+        # second for a 100 the server never sent.
+        body = json.dumps({"prompt": [1], "max_tokens": 3, "temperature": 0}).encode()
+        host, port = BASE.split("//")[1].split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+            self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 100 Continue\r\n"))
+            s.sendall(body)
+            got = b""
+            while b"usage" not in got:
+                got += s.recv(4096)
+            self.assertTrue(got.startswith(b"HTTP/1.1 200 OK\r\n"), got)
+
+    def test_idle_kept_alive_connection_is_closed_after_the_timeout(self):
+        # Regression: an idle connection held its server thread for as long as the client
+        # kept it open.
+        proc, base, tmp = launch_server(["--keep-alive-timeout-s", "0.5"] + EXTRA_FLAGS)
+        try:
+            host, port = base.split("//")[1].split(":")
+            with socket.create_connection((host, int(port)), timeout=10) as s:
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    got += s.recv(4096)
+                self.assertTrue(got.startswith(b"HTTP/1.1 200"), got)
+                t = time.time()
+                self.assertEqual(s.recv(4096), b"")  # closed by the server, not by timeout
+                self.assertLess(time.time() - t, 8)
+        finally:
+            halt_server(proc, tmp)
 
     def test_client_disconnect_mid_stream_aborts_the_request(self):
         body = json.dumps({"prompt": [1], "max_tokens": 400, "temperature": 0,
@@ -228,6 +301,76 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(busy[0][1], "1")
         self.assertTrue(all(r[0] in (200, 503) for r in results))
         self.assertEqual(requests.get(BASE + "/health", timeout=10).status_code, 200)
+
+    @unittest.skipIf("--in-process" in EXTRA_FLAGS, "the engine runs in the server process")
+    def test_killed_engine_worker_is_restarted_and_serves_again(self):
+        pids = engine_worker_pids(SERVER.pid)
+        self.assertTrue(pids)
+
+        async def stream(session):
+            req = {"prompt": [1], "max_tokens": 450, "stream": True, "ignore_eos": True}
+            async with session.post(BASE + "/v1/completions", json=req) as resp:
+                if resp.status != 200:  # not yet submitted when the worker died
+                    self.assertEqual(resp.status, 500)
+                    self.assertEqual((await resp.json())["object"], "error")
+                    return None
+                return sse_events([line async for line in resp.content])
+
+        async def kill_while_streaming():
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                             timeout=aiohttp.ClientTimeout(total=60)) as s:
+                tasks = [asyncio.create_task(stream(s)) for _ in range(32)]
+                await asyncio.sleep(0.3)
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                return await asyncio.gather(*tasks)
+
+        # Streams in flight end (no hang) with an error event as OpenAI's clients detect it
+        # (an `error` member, as vLLM sends), then [DONE].
+        errors = 0
+        for events in asyncio.run(kill_while_streaming()):
+            if events is None:
+                continue
+            self.assertEqual(events[-1], "[DONE]")
+            last = json.loads(events[-2])
+            if "error" in last:
+                errors += 1
+                self.assertEqual(last["error"]["object"], "error")
+                self.assertEqual(last["error"]["code"], 500)
+        self.assertGreater(errors, 0)
+
+        def serves_known_text():
+            try:
+                r = requests.post(BASE + "/v1/completions", timeout=30, json={
+                    "prompt": [1], "max_tokens": 60, "temperature": 0})
+            except requests.RequestException:
+                return False
+            if r.status_code != 200:
+                self.assertEqual(r.json()["object"], "error")  # an OpenAI error meanwhile
+                return False
+            return r.json()["choices"][0]["text"].startswith(KNOWN)
+
+        self.assertTrue(wait_until(serves_known_text, timeout=60))
+        self.assertEqual(requests.get(BASE + "/health", timeout=10).status_code, 200)
+        self.assertFalse(set(engine_worker_pids(SERVER.pid)) & set(pids))
+
+    @unittest.skipIf("--in-process" in EXTRA_FLAGS, "the engine runs in the server process")
+    def test_health_is_503_once_the_engine_is_gone_for_good(self):
+        proc, base, tmp = launch_server(["--engine-max-restarts", "0"] + EXTRA_FLAGS)
+        try:
+            self.assertEqual(requests.get(base + "/health", timeout=10).status_code, 200)
+            for pid in engine_worker_pids(proc.pid):
+                os.kill(pid, signal.SIGKILL)
+            self.assertTrue(wait_until(
+                lambda: requests.get(base + "/health", timeout=10).status_code == 503))
+            err = requests.get(base + "/health", timeout=10).json()
+            self.assertEqual((err["object"], err["code"]), ("error", 503))
+            self.assertIn("died", err["message"])
+            r = requests.post(base + "/v1/completions", timeout=30, json={"prompt": "a"})
+            self.assertEqual(r.status_code, 500)
+            self.assertEqual(r.json()["object"], "error")
+        finally:
+            halt_server(proc, tmp)
 
     def test_metrics_use_vllm_names(self):
         requests.post(BASE + "/v1/completions", json={"prompt": "a", "max_tokens": 3}, timeout=30)

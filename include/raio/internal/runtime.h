@@ -81,6 +81,14 @@ struct TaskOptions {
   int num_returns = 1;
   SchedulingStrategy strategy = SchedulingStrategy::Default();
   std::map<std::string, std::string> label_selector;
+  // The placement group (hex id; "": none, or the group of a parent task that captures its
+  // children) and bundle (-1: any) it runs in; whether its own children go there too.
+  std::string placement_group_id;
+  int placement_bundle_index = -1;
+  bool placement_group_capture_child_tasks = false;
+  // The bundles it may take its demand from (that bundle, or all of the group's), to
+  // refuse at submission a demand no bundle could ever meet.
+  std::vector<std::map<std::string, double>> placement_bundles;
 };
 
 // While a worker encodes return value `index` (0-based) of a call with several returns,

@@ -96,6 +96,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     // are applied; it hands it to the node at registration.
     head_options.system_config = config::CurrentValues();
     head_options.fail_infeasible = options.fail_infeasible;
+    // An embedded cluster's one node lives in this process: nothing to watch.
+    head_options.health_checks = !options.fail_infeasible;
     head_options.package_dir = cluster->session_dir_ + "/packages";
     auto head = head::HeadService::Create(head_options);
     if (!head.ok()) {
@@ -120,6 +122,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   node_options.fail_infeasible = options.fail_infeasible;
   node_options.port = options.node_port;
   node_options.node_id = options.node_id;
+  node_options.on_cluster_lost = options.on_cluster_lost;
+  node_options.head_in_process = options.join_address.empty();
   auto node = node::NodeManager::Create(std::move(node_options));
   if (!node.ok()) {
     cluster->Stop();

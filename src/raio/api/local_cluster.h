@@ -56,6 +56,9 @@ struct LocalClusterOptions {
   std::string join_address;
   int node_port = 0;
   std::string node_id;
+  // A joined node lost the cluster (NodeManager::Options::on_cluster_lost; called on the
+  // node's loop: hand the restart to another thread).
+  std::function<void(const std::string& why)> on_cluster_lost;
 };
 
 class LocalCluster {

@@ -11,11 +11,14 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "raio/api/job_package.h"
 #include "raio/api/local_cluster.h"
+#include "raio/api/runtime_internal.h"
 #include "raio/common/config.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/logging.h"
@@ -57,8 +60,10 @@ std::shared_ptr<worker::CoreWorker> Core() {
 // Whether Shutdown ended a runtime since the last Init (for a clearer error).
 bool g_shut_down = false;  // guarded by g_mu
 
+}  // namespace
+
 // The core worker, or InvalidUsageError naming `call` and why there is none.
-std::shared_ptr<worker::CoreWorker> CoreOrThrow(const char* call) {
+std::shared_ptr<worker::CoreWorker> api::CoreOrThrow(const char* call) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_core) return g_core;
   if (g_shut_down) {
@@ -69,6 +74,9 @@ std::shared_ptr<worker::CoreWorker> CoreOrThrow(const char* call) {
   }
   throw InvalidUsageError(absl::StrCat(call, ": raio is not initialized: call raio::Init() first"));
 }
+
+namespace {
+using api::CoreOrThrow;
 
 // A worker's default actor namespace: its job's (RAIO_NAMESPACE, set by the node from the
 // driver's, else "job-<id>").
@@ -263,6 +271,16 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   char cwd[4096];
   if (getcwd(cwd, sizeof(cwd)) != nullptr) job.set_working_dir(cwd);
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) job.set_ld_library_path(ld);
+  // A job of the jobs API names the variables of its runtime_env: they reach its workers
+  // on every node (docs/design/jobs.md).
+  if (const char* names = std::getenv("RAIO_JOB_ENV_VARS")) {
+    for (absl::string_view name : absl::StrSplit(names, ',', absl::SkipEmpty())) {
+      if (absl::StartsWith(name, "RAIO_")) continue;
+      if (const char* value = std::getenv(std::string(name).c_str())) {
+        (*job.mutable_env_vars())[std::string(name)] = value;
+      }
+    }
+  }
   job.set_namespace_(ns);
   if (job_files != nullptr) {
     // The executable and declared files go to the head's package store first, so that
@@ -328,6 +346,7 @@ void JoinCluster(DriverRuntime& rt, const std::string& address, const std::strin
   reg.set_executable(SelfExecutablePath());
   reg.set_working_dir(job.working_dir());
   reg.set_ld_library_path(job.ld_library_path());
+  *reg.mutable_env_vars() = job.env_vars();
   reg.set_pid(getpid());
   auto dreply = rpc::CallSync(*rt.node, proto::REGISTER_DRIVER, reg, config::connect_timeout_ms());
   proto::RegisterDriverReply dr;

@@ -95,6 +95,22 @@ constexpr Bounds Any() { return {}; }
   X(kInt, max_spillback_hops, 4, "hops", AtLeast(0),                                              \
     "a lease request is redirected to another node at most this many times; then it queues "      \
     "where it is")                                                                                \
+  /* cluster: node failure */                                                                     \
+  X(kMilliseconds, health_check_period_ms, 1000, "ms", AtLeast(10),                               \
+    "the head checks every node this often (HEALTH_CHECK); a node that hears no check for "       \
+    "health_check_failure_threshold periods takes itself for cut off from the head")              \
+  X(kMilliseconds, health_check_timeout_ms, 1000, "ms", AtLeast(1),                               \
+    "a health check unanswered this long counts as failed")                                       \
+  X(kInt, health_check_failure_threshold, 10, "checks", AtLeast(1),                               \
+    "the head declares a node dead after this many health checks in a row failed (default: "      \
+    "about 10 s without an answer)")                                                              \
+  X(kMilliseconds, node_rejoin_backoff_ms, 1000, "ms", AtLeast(10),                               \
+    "a node that lost the head (declared dead, cut off, head restarted) ends its work and "       \
+    "registers anew under a new id, retrying this often until the head answers")                  \
+  X(kBytes, max_lineage_bytes, 1ull << 30, "bytes", AtLeast(0),                                   \
+    "an owner keeps the specs of its finished tasks whose results are in the object store "       \
+    "(their lineage) up to this many bytes, to rebuild results lost with a node; the oldest "     \
+    "go first, and their objects can then not be rebuilt (ObjectLostError says so)")              \
   /* owners: leases, pipelining, busy-polling */                                                  \
   X(kMilliseconds, lease_idle_timeout_ms, 20, "ms", AtLeast(0),                                   \
     "an owner keeps an idle leased worker this long before returning it to its node")             \
@@ -156,6 +172,9 @@ constexpr Bounds Any() { return {}; }
     "how often the node reaps exited worker processes")                                           \
   X(kMilliseconds, worker_start_timeout_ms, 30000, "ms", AtLeast(1),                              \
     "a worker that has not registered this long after its start is killed")                       \
+  X(kInt, worker_startup_concurrency, 0, "workers", AtLeast(0),                                   \
+    "at most this many worker processes of a node start at once, the others wait for a slot, so " \
+    "that a burst of actors does not make every start overrun its timeout (0: the host's CPUs)")  \
   X(kInt, max_worker_start_failures, 3, "workers", AtLeast(1),                                    \
     "after this many worker processes of one job in a row die while starting, the node fails "    \
     "the job's waiting tasks and actor creations with the last one's exit status and stderr")     \

@@ -13,6 +13,7 @@ struct WorkerIdTag {};
 struct NodeIdTag {};
 struct LeaseIdTag {};
 struct TaskIdTag {};
+struct PlacementGroupIdTag {};
 
 using WorkerId = internal::BinaryId<8, WorkerIdTag>;
 using NodeId = internal::BinaryId<8, NodeIdTag>;
@@ -20,6 +21,7 @@ using LeaseId = internal::BinaryId<8, LeaseIdTag>;
 // 8 bytes of the submitting worker's id + an 8-byte sequence number.
 using TaskId = internal::BinaryId<16, TaskIdTag>;
 using JobId = uint32_t;
+using PlacementGroupId = internal::BinaryId<8, PlacementGroupIdTag>;
 
 // Fills an id with random bytes from a process-wide generator seeded by the OS.
 void FillRandom(uint8_t* data, std::size_t size);

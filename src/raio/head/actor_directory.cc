@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "raio/common/labels.h"
@@ -72,12 +73,17 @@ bool ActorDirectory::JobEnded(const Record& r) const {
 }
 
 void ActorDirectory::OnNodeUpdated(const proto::NodeInfo& node) {
-  const bool joined = view_.Find(node.node_id()) == nullptr;
+  const scheduling::NodeView* before = view_.Find(node.node_id());
+  const bool joined = before == nullptr;
+  auto total = ResourceSet::FromProto(node.total());
+  // Its totals change when placement group bundles are committed or given back there.
+  const bool grew = !joined && total.ok() && !(before->total == *total);
   proto::ClusterViewUpdate update;
   *update.add_nodes() = node;
   view_.Apply(update);
-  if (!joined || infeasible_.empty()) return;
-  // A node that can hold some of the actors waiting for one may have joined.
+  if ((!joined && !grew) || infeasible_.empty()) return;
+  // A node that can hold some of the actors waiting for one may have joined, or a bundle
+  // they wait for may be there now.
   std::set<ActorId> waiting = infeasible_;
   for (const auto& id : waiting) {
     auto it = actors_.find(id);
@@ -85,16 +91,49 @@ void ActorDirectory::OnNodeUpdated(const proto::NodeInfo& node) {
   }
 }
 
-void ActorDirectory::OnNodeRemoved(const std::string& node_id) {
+void ActorDirectory::OnNodeRemoved(const std::string& node_id, const std::string& cause) {
   proto::ClusterViewUpdate update;
   update.add_removed_node_ids(node_id);
   view_.Apply(update);
   for (auto& [id, r] : actors_) {
     if (r.node_id != node_id || r.state == proto::ACTOR_DEAD) continue;
+    if (!r.placing && r.state != proto::ACTOR_PENDING) {
+      // It ran there: restarted on another node (its constructor runs again) while it has
+      // restarts left, as after a crash of its process.
+      std::string why = absl::StrCat("its node ", node_id, " left the cluster (", cause, ")");
+      const uint32_t restarts = r.reported.num_restarts();
+      if (JobEnded(r) && !r.spec.detached()) {
+        Bury(id, r, "its job ended");
+      } else if (const auto& st = r.spec.scheduling_strategy();
+                 st.kind() == proto::SchedulingStrategy::NODE_AFFINITY && !st.soft() &&
+                 absl::BytesToHexString(st.node_id()) == node_id) {
+        Bury(id, r,
+             absl::StrCat(why,
+                          "; its hard node affinity pins it to that node, so it is not "
+                          "restarted elsewhere"));
+      } else if (!CanRestart(r.spec, restarts)) {
+        Bury(id, r,
+             r.spec.max_restarts() == 0
+                 ? why
+                 : absl::StrCat(why, " and it had no restarts left (", restarts, " of ",
+                                r.spec.max_restarts(), " used)"));
+      } else {
+        RAIO_LOG_INFO("actor {} ({}) restarts elsewhere: {}", id.Hex(), r.spec.class_name(), why);
+        r.reported.set_num_restarts(restarts + 1);
+        r.reported.set_incarnation(r.reported.incarnation() + 1);
+        r.reported.set_restart_cause(why);
+        r.reported.clear_address();
+        r.state = proto::ACTOR_RESTARTING;
+        r.node_id.clear();
+        r.rejections = 0;
+        (void)Schedule(id, r, /*at_creation=*/false);
+      }
+      continue;
+    }
     if (!r.placing) {
-      Bury(id, r,
-           absl::StrCat("its node ", node_id,
-                        " left the cluster (its connection to the head closed)"));
+      // Accepted there but never started (it waited for resources): placed elsewhere.
+      r.node_id.clear();
+      (void)Schedule(id, r, /*at_creation=*/false);
       continue;
     }
     // Its placement was never answered: it never ran, so it may go elsewhere.
@@ -109,6 +148,19 @@ void ActorDirectory::OnNodeRemoved(const std::string& node_id) {
     } else {
       (void)Schedule(id, r, /*at_creation=*/false);
     }
+  }
+}
+
+void ActorDirectory::OnPlacementGroupRemoved(const std::string& pg_id, const std::string& cause) {
+  // Those on a node die there (the node's CANCEL_BUNDLES ends them and reports it).
+  std::vector<ActorId> waiting;
+  for (const ActorId& id : infeasible_) {
+    auto it = actors_.find(id);
+    if (it != actors_.end() && it->second.spec.placement_group_id() == pg_id) waiting.push_back(id);
+  }
+  for (const ActorId& id : waiting) {
+    infeasible_.erase(id);
+    Bury(id, actors_[id], cause);
   }
 }
 
@@ -176,21 +228,26 @@ absl::Status ActorDirectory::Schedule(const ActorId& id, Record& r, bool at_crea
     std::string why =
         absl::StrCat("no node can ever hold actor ", r.spec.class_name(), ", which demands ",
                      d.message, "; cluster resources: ", ClusterDescription());
-    if (options_.fail_infeasible || d.permanent) {
+    // An actor of a placement group waits for its bundle (the group may be pending or
+    // rescheduling); it dies if the group is removed (OnPlacementGroupRemoved).
+    const bool in_group = !r.spec.placement_group_id().empty();
+    if ((options_.fail_infeasible && !in_group) || d.permanent) {
       if (at_creation) return absl::ResourceExhaustedError(why);
       Bury(id, r, why);
       return absl::OkStatus();
     }
-    if (!r.infeasible) {
+    if (!r.infeasible && !in_group) {
       RAIO_LOG_WARN("actor {} ({}) waits: {}", id.Hex(), r.spec.class_name(), why);
     }
     r.infeasible = true;
     r.pending_reason =
-        absl::StrCat("actor ", r.spec.class_name(),
-                     " cannot be scheduled: no node of the cluster can meet ", d.message,
-                     "; it waits until a node that can joins (cluster "
-                     "resources: ",
-                     ClusterDescription(), ")");
+        in_group ? absl::StrCat("actor ", r.spec.class_name(),
+                                " waits for its placement group's bundle to be reserved")
+                 : absl::StrCat("actor ", r.spec.class_name(),
+                                " cannot be scheduled: no node of the cluster can meet ", d.message,
+                                "; it waits until a node that can joins (cluster "
+                                "resources: ",
+                                ClusterDescription(), ")");
     r.node_id.clear();
     infeasible_.insert(id);
     return absl::OkStatus();
@@ -209,6 +266,11 @@ absl::Status ActorDirectory::Schedule(const ActorId& id, Record& r, bool at_crea
   req.mutable_job()->set_running(!JobEnded(r));
   req.set_grant_or_reject(node != nullptr && node->available.Contains(r.demand) &&
                           r.rejections < options_.max_rejections);
+  if (r.state == proto::ACTOR_RESTARTING) {
+    req.set_incarnation(r.reported.incarnation());
+    req.set_num_restarts(r.reported.num_restarts());
+    req.set_restart_reason(r.reported.restart_cause());
+  }
   // Counted as taken there until the node's next report, so that a burst of creations
   // does not all go to the one node the view last saw free.
   view_.SubtractAvailable(target, r.demand);

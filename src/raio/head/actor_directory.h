@@ -79,9 +79,14 @@ class ActorDirectory {
   ActorDirectory(Nodes& nodes, Options options);
 
   // The node table: a node joined or reported its resources (`node`: its entry in the
-  // head's table), or left (its actors die, naming it).
+  // head's table), or left (its actors die, naming it and `cause`, e.g. "its connection
+  // to the head closed" or "missed 10 health checks in a row").
   void OnNodeUpdated(const proto::NodeInfo& node);
-  void OnNodeRemoved(const std::string& node_id);
+  void OnNodeRemoved(const std::string& node_id,
+                     const std::string& cause = "its connection to the head closed");
+  // Placement group `pg_id` (8 bytes) was removed: its actors still waiting at the head for
+  // a bundle die with `cause`.
+  void OnPlacementGroupRemoved(const std::string& pg_id, const std::string& cause);
   // The job's driver is gone: its actors that are not detached die ("its job ended").
   void OnJobFinished(uint32_t job_id);
 

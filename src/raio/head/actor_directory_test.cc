@@ -159,6 +159,36 @@ class ActorDirectoryTest : public ::testing::Test {
   std::unique_ptr<ActorDirectory> dir_;
 };
 
+TEST_F(ActorDirectoryTest, AnActorWithRestartsLeftRestartsOnAnotherNodeWhenItsNodeDies) {
+  auto spec = Spec("kept", "ns");
+  spec.set_max_restarts(1);
+  ASSERT_EQ(CreateAlive(spec, kB), kB);
+  auto next = WaitFor(spec, 1);
+  dir_->OnNodeRemoved(kB, "missed 10 health checks in a row");
+  EXPECT_EQ(*next, "");  // restarting, not dead
+  auto place = nodes_.TakePlace();
+  EXPECT_NE(place.node, kB);
+  EXPECT_EQ(place.request.incarnation(), 1u);
+  EXPECT_EQ(place.request.num_restarts(), 1u);
+  EXPECT_EQ(place.request.restart_reason(),
+            "its node " + kB + " left the cluster (missed 10 health checks in a row)");
+  // Its name stays taken meanwhile.
+  ASSERT_TRUE(dir_->GetNamed("ns", "kept").ok());
+  EXPECT_EQ(dir_->GetNamed("ns", "kept")->state(), proto::ACTOR_RESTARTING);
+  place.done(Accepted());
+  auto alive = Report(spec, proto::ACTOR_ALIVE, 1);
+  alive.set_num_restarts(1);
+  dir_->OnReport(place.node, alive);
+  EXPECT_EQ(*next, "alive 1 port 9001");
+  // Its one restart is used: the next node death buries it, saying so.
+  auto last = WaitFor(spec, 2);
+  dir_->OnNodeRemoved(place.node, "its connection to the head closed");
+  EXPECT_EQ(*last, "dead: its node " + place.node +
+                       " left the cluster (its connection to the head closed) and it had no "
+                       "restarts left (1 of 1 used)");
+  EXPECT_TRUE(nodes_.places.empty());
+}
+
 TEST_F(ActorDirectoryTest, PlacesOnTheCreatorsNodeWhileItHasRoom) {
   auto spec = Spec("", "ns", {{"CPU", 0.5}});
   auto info = dir_->Create(spec, Job(), kB);

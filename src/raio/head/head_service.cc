@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "raio/actor.pb.h"
 #include "raio/common/config.h"
@@ -19,6 +20,14 @@ namespace {
 // A node that does not answer in time is listed without stats rather than failing the
 // whole status (the CLI waits config::control_rpc_timeout_ms()).
 constexpr std::chrono::milliseconds kNodeStatsTimeout{2000};
+// Dead nodes kept for `raio list nodes` (the newest).
+constexpr std::size_t kMaxDeadNodes = 1000;
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // Compares secrets in time independent of where they differ.
 bool ConstantTimeEquals(const std::string& a, const std::string& b) {
@@ -37,6 +46,7 @@ absl::StatusOr<std::unique_ptr<HeadService>> HeadService::Create(Options options
   if (!listener.ok()) return listener.status();
   head->listener_ = std::move(*listener);
   head->loop_.Start();
+  if (head->options_.health_checks) head->loop_.Post([raw = head.get()] { raw->ArmHealthTimer(); });
   return head;
 }
 
@@ -48,6 +58,7 @@ HeadService::HeadService(Options options) : options_(std::move(options)) {
   actor_options.seed = std::random_device()();
   actor_options.max_rejections = config::max_spillback_hops();
   actors_ = std::make_unique<ActorDirectory>(node_links_, actor_options);
+  placement_groups_ = std::make_unique<PlacementGroupManager>(placement_group_links_);
   if (!options_.package_dir.empty()) {
     packages_ = std::make_unique<PackageStore>(options_.package_dir);
   }
@@ -78,6 +89,7 @@ void HeadService::RegisterHandlers() {
   service_.Handle<proto::LIST_NODES>([this](const auto& r, const proto::Empty&) {
     proto::NodeList list;
     for (const auto& [id, node] : nodes_) *list.add_nodes() = node.info;
+    for (const proto::NodeInfo& dead : dead_nodes_) *list.add_nodes() = dead;
     r.Ok(list);
   });
   service_.Handle<proto::GET_JOB_INFO>([this](const auto& r, const proto::GetJobInfoRequest& req) {
@@ -97,6 +109,7 @@ void HeadService::RegisterHandlers() {
         r, [](proto::ObjectList& l) { return l.mutable_objects(); });
   });
   RegisterActorHandlers();
+  RegisterPlacementGroupHandlers();
   RegisterPackageHandlers();
   service_.Handle<proto::SHUTDOWN_CLUSTER>(
       [this](const auto& r, const proto::ShutdownClusterRequest&) {
@@ -113,7 +126,9 @@ void HeadService::Stop() {
   auto fut = done.get_future();
   loop_.Post([this, &done] {
     actors_->Stop();
+    placement_groups_->Stop();
     if (broadcast_timer_) broadcast_timer_->cancel();
+    if (health_timer_) health_timer_->cancel();
     if (listener_) listener_->Stop();
     for (auto& [raw, conn] : conns_) conn->Close(absl::CancelledError("head stopping"));
     done.set_value();
@@ -126,6 +141,7 @@ void HeadService::Stop() {
   nodes_.clear();
   jobs_.clear();
   broadcast_timer_.reset();
+  health_timer_.reset();
 }
 
 std::string HeadService::address() const {
@@ -146,18 +162,9 @@ void HeadService::OnAccept(std::shared_ptr<rpc::Connection> conn) {
 
 void HeadService::OnClose(const std::shared_ptr<rpc::Connection>& conn) {
   if (packages_) packages_->AbortUploadsOf(reinterpret_cast<uintptr_t>(conn.get()));
-  bool changed = false;
-  for (auto it = nodes_.begin(); it != nodes_.end();) {
-    if (it->second.conn == conn) {  // only the connection that registered it removes it
-      RAIO_LOG_INFO("node {} left the cluster", it->first);
-      removed_nodes_.push_back(it->first);
-      std::string id = it->first;
-      it = nodes_.erase(it);
-      actors_->OnNodeRemoved(id);
-      changed = true;
-    } else {
-      ++it;
-    }
+  // Only the connection that registered a node removes it.
+  if (std::string id = NodeOf(*conn); !id.empty() && !stopped_) {
+    DeclareDead(id, "its connection to the head closed");
   }
   conns_.erase(conn.get());
   for (auto& [id, job] : jobs_) {
@@ -165,12 +172,86 @@ void HeadService::OnClose(const std::shared_ptr<rpc::Connection>& conn) {
     job.info.set_state("finished");
     job.conn.reset();
     actors_->OnJobFinished(id);
+    placement_groups_->OnJobFinished(id);
+    ScheduleBroadcast();  // removed groups
     // Nodes that run its workers for owners elsewhere end them.
     proto::JobFinished finished;
     finished.set_job_id(id);
     for (auto& [node_id, node] : nodes_) rpc::Notify<proto::JOB_FINISHED>(*node.conn, finished);
   }
-  if (changed) ScheduleBroadcast();
+}
+
+void HeadService::DeclareDead(const std::string& id, const std::string& cause) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;
+  RAIO_LOG_WARN("node {} ({}) is dead: {}", id, rpc::DescribeAddress(it->second.info.address()),
+                cause);
+  std::shared_ptr<rpc::Connection> conn = std::move(it->second.conn);
+  proto::NodeInfo dead = std::move(it->second.info);
+  nodes_.erase(it);
+  const int64_t now = UnixMillis();
+  dead.set_state("dead");
+  dead.set_death_cause(cause);
+  dead.set_death_time_ms(now);
+  dead.clear_available();
+  dead_nodes_.push_back(std::move(dead));
+  if (dead_nodes_.size() > kMaxDeadNodes) dead_nodes_.pop_front();
+  removed_nodes_.push_back(id);
+  proto::NodeRemovedNotice& removal = removals_.emplace_back();
+  removal.set_node_id(id);
+  removal.set_cause(cause);
+  removal.set_time_ms(now);
+  removal.set_died(true);
+  // A node that is only slow or cut off learns it was declared dead: its connection
+  // closes, and it registers again under a new id (NodeManager).
+  if (conn && !conn->closed()) conn->Close(absl::UnavailableError("declared dead: " + cause));
+  actors_->OnNodeRemoved(id, cause);
+  placement_groups_->OnNodeRemoved(id);
+  ScheduleBroadcast();
+}
+
+void HeadService::ArmHealthTimer() {
+  if (stopped_) return;
+  if (!health_timer_) health_timer_ = std::make_unique<Timer>(loop_.io());
+  health_timer_->expires_after(config::health_check_period_ms());
+  health_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    CheckHealth();
+    ArmHealthTimer();
+  });
+}
+
+void HeadService::CheckHealth() {
+  for (auto& [id, node] : nodes_) {
+    if (node.check_in_flight || !node.conn) continue;
+    node.check_in_flight = true;
+    rpc::Call<proto::HEALTH_CHECK>(
+        *node.conn, proto::Empty(),
+        [this, id = id, conn = node.conn.get()](absl::StatusOr<proto::Empty> reply) {
+          OnHealthReply(id, conn, reply.ok());
+        },
+        config::health_check_timeout_ms());
+  }
+}
+
+void HeadService::OnHealthReply(const std::string& node_id, const rpc::Connection* conn, bool ok) {
+  auto it = nodes_.find(node_id);
+  // Gone meanwhile, or registered again on another connection.
+  if (it == nodes_.end() || it->second.conn.get() != conn) return;
+  NodeEntry& node = it->second;
+  node.check_in_flight = false;
+  if (ok) {
+    node.failed_checks = 0;
+    return;
+  }
+  const int threshold = config::health_check_failure_threshold();
+  if (++node.failed_checks < threshold) return;
+  const auto period = std::max(config::health_check_period_ms(), config::health_check_timeout_ms());
+  DeclareDead(
+      node_id,
+      absl::StrCat("missed ", threshold, " health checks in a row (no answer for about ",
+                   absl::SixDigits(threshold * static_cast<double>(period.count()) / 1000.0),
+                   " s)"));
 }
 
 void HeadService::HandleReport(const rpc::Connection& conn, const proto::ResourceReport& report) {
@@ -181,11 +262,17 @@ void HeadService::HandleReport(const rpc::Connection& conn, const proto::Resourc
     return;
   }
   if (!ResourceSet::FromProto(report.available()).ok()) return;
+  if (report.total_changed()) {
+    // Placement group bundles committed or given back there (renamed resources).
+    if (!ResourceSet::FromProto(report.total()).ok()) return;
+    *it->second.info.mutable_total() = report.total();
+  }
   *it->second.info.mutable_available() = report.available();
   it->second.info.set_resource_version(report.version());
   it->second.info.set_infeasible_leases(report.infeasible_leases());
   it->second.dirty = true;
   actors_->OnNodeUpdated(it->second.info);
+  placement_groups_->OnNodeUpdated(it->second.info);
   ScheduleBroadcast();
 }
 
@@ -211,7 +298,15 @@ void HeadService::Broadcast() {
   }
   for (auto& id : removed_nodes_) update.add_removed_node_ids(std::move(id));
   removed_nodes_.clear();
-  if (update.nodes().empty() && update.removed_node_ids().empty()) return;
+  for (auto& removal : removals_) *update.add_removals() = std::move(removal);
+  removals_.clear();
+  for (std::string& pg : placement_groups_->TakeRemoved()) {
+    update.add_removed_placement_groups(std::move(pg));
+  }
+  if (update.nodes().empty() && update.removed_node_ids().empty() &&
+      update.removed_placement_groups().empty()) {
+    return;
+  }
   for (auto& [id, node] : nodes_) rpc::Notify<proto::UPDATE_CLUSTER_VIEW>(*node.conn, update);
 }
 
@@ -226,6 +321,15 @@ void HeadService::HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>&
     r.Error(total.status());
     return;
   }
+  for (const proto::NodeInfo& dead : dead_nodes_) {
+    if (dead.node_id() != req.node_id()) continue;
+    RAIO_LOG_WARN("refused node {} from {}: it was declared dead ({})", req.node_id(),
+                  conn->peer_name(), dead.death_cause());
+    r.Error(absl::FailedPreconditionError(
+        absl::StrCat("node ", req.node_id(), " was declared dead (", dead.death_cause(),
+                     "); a node that comes back registers under a new id")));
+    return;
+  }
   if (auto it = nodes_.find(req.node_id()); it != nodes_.end() && !it->second.conn->closed()) {
     RAIO_LOG_WARN("refused a second registration of live node {} from {}", req.node_id(),
                   conn->peer_name());
@@ -233,7 +337,10 @@ void HeadService::HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>&
     return;
   }
   // A node id whose old connection closed unnoticed: its actors went with that daemon.
-  if (nodes_.count(req.node_id())) actors_->OnNodeRemoved(req.node_id());
+  if (nodes_.count(req.node_id())) {
+    actors_->OnNodeRemoved(req.node_id());
+    placement_groups_->OnNodeRemoved(req.node_id());
+  }
   RAIO_LOG_INFO("node {} joined, {}", req.node_id(), rpc::DescribeAddress(req.address()));
   proto::RegisterNodeReply reply;
   reply.mutable_system_config()->insert(options_.system_config.begin(),
@@ -254,6 +361,7 @@ void HeadService::HandleRegisterNode(const rpc::Responder<proto::REGISTER_NODE>&
   nodes_[id] = std::move(entry);
   r.Ok(reply);
   actors_->OnNodeUpdated(nodes_[id].info);
+  placement_groups_->OnNodeUpdated(nodes_[id].info);
   ScheduleBroadcast();
 }
 
@@ -291,6 +399,9 @@ void HeadService::HandleRegisterJob(const rpc::Responder<proto::REGISTER_JOB>& r
   job.config.set_executable(req.executable());
   job.config.set_working_dir(req.working_dir());
   job.config.set_ld_library_path(req.ld_library_path());
+  for (const auto& [name, value] : req.env_vars()) {
+    if (!absl::StartsWith(name, "RAIO_")) (*job.config.mutable_env_vars())[name] = value;
+  }
   job.config.set_namespace_(req.namespace_().empty() ? absl::StrCat("job-", job_id)
                                                      : req.namespace_());
   job.config.set_driver_node_id(chosen->node_id());
@@ -380,6 +491,16 @@ void HeadService::RegisterActorHandlers() {
       r.Error(
           absl::FailedPreconditionError(absl::StrCat("no job ", req.job_id(), " in the cluster")));
       return;
+    }
+    if (const std::string& pg = req.spec().placement_group_id(); !pg.empty()) {
+      // An actor in a removed (or unknown) group would wait for its bundle forever.
+      auto group = placement_groups_->Get(PlacementGroupId::FromBinary(pg));
+      if (!group.ok() || group->state() == proto::PG_REMOVED) {
+        r.Error(absl::NotFoundError(absl::StrCat(
+            "placement group ", PlacementGroupId::FromBinary(pg).Hex(),
+            group.ok() ? " was " + group->message() : std::string(" does not exist"))));
+        return;
+      }
     }
     proto::JobConfigInfo config = job->second.config;
     config.set_running(job->second.conn != nullptr);
@@ -481,6 +602,7 @@ void HeadService::HandleGetClusterStatus(const rpc::Responder<proto::GET_CLUSTER
   };
   auto gather = std::make_shared<Gather>();
   for (const auto& [id, job] : jobs_) *gather->status.add_jobs() = job.info;
+  for (const proto::NodeInfo& dead : dead_nodes_) *gather->status.add_dead_nodes() = dead;
   gather->status.mutable_system_config()->insert(options_.system_config.begin(),
                                                  options_.system_config.end());
   auto finish = [r, gather] { r.Ok(gather->status); };

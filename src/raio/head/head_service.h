@@ -1,6 +1,8 @@
-// HeadService: the cluster control store. Keeps the node table (nodes register over TCP
-// and are dropped when their connection closes; each reports its available resources,
-// REPORT_RESOURCES) and relays it to every node as versioned, incremental updates
+// HeadService: the cluster control store. Keeps the node table (nodes register over TCP;
+// the head health-checks each every health_check_period_ms and declares it dead after
+// health_check_failure_threshold failed checks in a row or when its connection closes,
+// keeping the dead ones with cause and time for `raio list nodes`; each reports its available
+// resources, REPORT_RESOURCES) and relays it to every node as versioned, incremental updates
 // (UPDATE_CLUSTER_VIEW: the entries that changed, at most every
 // resource_report_interval_ms); keeps the job table (a driver's job lasts as long as its
 // connection; nodes that run its workers for an owner elsewhere read its configuration,
@@ -15,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,6 +29,7 @@
 #include "raio/head.pb.h"
 #include "raio/head/actor_directory.h"
 #include "raio/head/package_store.h"
+#include "raio/head/placement_group_manager.h"
 #include "raio/rpc/listener.h"
 #include "raio/rpc/service.h"
 
@@ -49,6 +53,9 @@ class HeadService {
     // Where the job package store keeps its files (PackageStore); "" = no store: uploads
     // and fetches fail with FAILED_PRECONDITION.
     std::string package_dir;
+    // Health-check the nodes (health_check_* config entries); off for an embedded
+    // cluster, whose only node runs in the head's process.
+    bool health_checks = true;
   };
 
   static absl::StatusOr<std::unique_ptr<HeadService>> Create(Options options);
@@ -83,10 +90,26 @@ class HeadService {
   void GatherFromNodes(const rpc::Responder<Answer>& reply, Field field);
   // The actor methods (RegisterHandlers); nodes forward their clients' calls.
   void RegisterActorHandlers();
+  // The placement group methods (head_placement_groups.cc).
+  void RegisterPlacementGroupHandlers();
+  // Removes the group (its nodes end what runs in it), fails its actors waiting at the
+  // head, and tells the nodes (the next view update), then runs `done`.
+  void RemovePlacementGroup(const PlacementGroupId& id, const std::string& cause,
+                            std::function<void(absl::Status)> done);
   // STAT_PACKAGE, UPLOAD_PACKAGE_CHUNK, FETCH_PACKAGE_CHUNK on packages_.
   void RegisterPackageHandlers();
   // The hex id of the node registered on `conn`, or "" (not a node's connection).
   std::string NodeOf(const rpc::Connection& conn) const;
+  // Health checks: every node without a check in flight gets one (a timer, every
+  // health_check_period_ms); a node whose checks failed health_check_failure_threshold
+  // times in a row is declared dead.
+  void ArmHealthTimer();
+  void CheckHealth();
+  void OnHealthReply(const std::string& node_id, const rpc::Connection* conn, bool ok);
+  // Takes node `id` out of the table: it joins the dead nodes with `cause`, its connection
+  // is closed (a node that comes back must register under a new id), its actors die, and
+  // every node hears of it with the cause (and tells its owners, NODE_REMOVED).
+  void DeclareDead(const std::string& id, const std::string& cause);
 
   // The directory's way to the nodes: their connections.
   class NodeLinks : public ActorDirectory::Nodes {
@@ -101,10 +124,26 @@ class HeadService {
     HeadService& head_;
   };
 
+  // The placement group manager's way to the nodes.
+  class PlacementGroupLinks : public PlacementGroupManager::Nodes {
+   public:
+    explicit PlacementGroupLinks(HeadService& head) : head_(head) {}
+    void Send(proto::Method method, const std::string& node_id,
+              const proto::BundlesRequest& request,
+              std::function<void(absl::Status)> done) override;
+    void RunAfter(std::chrono::milliseconds delay, std::function<void()> fn) override;
+    int64_t NowMs() override;
+
+   private:
+    HeadService& head_;
+  };
+
   struct NodeEntry {
     proto::NodeInfo info;
     std::shared_ptr<rpc::Connection> conn;
-    bool dirty = false;  // changed since the last broadcast
+    bool dirty = false;     // changed since the last broadcast
+    int failed_checks = 0;  // health checks failed in a row
+    bool check_in_flight = false;
   };
   struct JobEntry {
     proto::JobInfo info;
@@ -125,10 +164,17 @@ class HeadService {
   // broadcast, and whether a broadcast is scheduled.
   uint64_t view_version_ = 0;
   std::vector<std::string> removed_nodes_;
+  std::vector<proto::NodeRemovedNotice> removals_;
+  // Nodes declared dead (state "dead", death_cause, death_time_ms), oldest first; the
+  // newest kMaxDeadNodes are kept. Their ids are never taken again.
+  std::deque<proto::NodeInfo> dead_nodes_;
+  std::unique_ptr<Timer> health_timer_;
   std::unique_ptr<Timer> broadcast_timer_;
   bool broadcast_scheduled_ = false;
   NodeLinks node_links_{*this};
   std::unique_ptr<ActorDirectory> actors_;
+  PlacementGroupLinks placement_group_links_{*this};
+  std::unique_ptr<PlacementGroupManager> placement_groups_;
   std::unique_ptr<PackageStore> packages_;  // null without Options::package_dir
   std::atomic<bool> stopped_{false};
 };

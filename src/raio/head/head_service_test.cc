@@ -6,6 +6,7 @@
 #include <future>
 
 #include "raio/actor.pb.h"
+#include "raio/common/config.h"
 #include "raio/common/event_loop.h"
 #include "raio/head.pb.h"
 #include "raio/node.pb.h"
@@ -248,6 +249,81 @@ TEST_F(HeadServiceTest, ActorsCreatedThroughANodeArePlacedFoundAndDieWithTheirNo
       << dead->death_cause();
   EXPECT_EQ(rpc::CallSync<proto::GET_NAMED_ACTOR>(*driver, named).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A "node" that answers nothing at all (a paused daemon): its connection stays open.
+std::shared_ptr<rpc::Connection> ConnectSilent(EventLoop& loop, const std::string& address) {
+  auto conn = rpc::ConnectTcp(loop.io(), address, 2s);
+  EXPECT_TRUE(conn.ok()) << conn.status();
+  (*conn)->Start(
+      [](const std::shared_ptr<rpc::Connection>&, const rpc::FrameHeader&, std::string_view) {},
+      nullptr);
+  return *conn;
+}
+
+proto::NodeList ListNodes(rpc::Connection& conn) {
+  auto r = rpc::CallSync(conn, proto::LIST_NODES, proto::Empty(), 5s);
+  proto::NodeList list;
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (r.ok()) list.ParseFromString(*r);
+  return list;
+}
+
+TEST_F(HeadServiceTest, ANodeThatStopsAnsweringHealthChecksIsDeclaredDeadAndItsIdRefused) {
+  // Checks every 50 ms, dead after 3 failures: about 150 ms. The head reads these as it goes.
+  ASSERT_TRUE(config::ApplyOverrides({{"health_check_period_ms", "50"},
+                                      {"health_check_timeout_ms", "50"},
+                                      {"health_check_failure_threshold", "3"}})
+                  .ok());
+  auto healthy = Connect("n1");
+  ASSERT_TRUE(Register(*healthy, "n1", 2).ok());
+  auto paused = ConnectSilent(loop_, head_->address());
+  // Registration is a call the silent node makes; its replies to the head never come.
+  ASSERT_TRUE(Register(*paused, "n2", 2).ok());
+  auto probe = Connect("probe");
+  proto::NodeList list;
+  bool dead = false;
+  for (int i = 0; i < 500 && !dead; ++i) {
+    std::this_thread::sleep_for(10ms);
+    list = ListNodes(*probe);
+    for (const auto& n : list.nodes()) dead |= n.node_id() == "n2" && n.state() == "dead";
+  }
+  ASSERT_TRUE(dead) << list.DebugString();
+  ASSERT_EQ(list.nodes_size(), 2);
+  EXPECT_EQ(list.nodes(0).node_id(), "n1");
+  EXPECT_EQ(list.nodes(0).state(), "alive");  // it answers
+  EXPECT_EQ(list.nodes(1).death_cause(),
+            "missed 3 health checks in a row (no answer for about 0.15 s)");
+  EXPECT_GT(list.nodes(1).death_time_ms(), 1'700'000'000'000);
+  // The head closed its connection, and will not take its id again.
+  for (int i = 0; i < 200 && !paused->closed(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(paused->closed());
+  auto back = Connect("n2");
+  absl::Status s = Register(*back, "n2", 2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("was declared dead (missed 3 health checks"), std::string::npos) << s;
+  EXPECT_TRUE(Register(*back, "n3", 2).ok());
+  proto::ClusterStatus status = Status(*probe);
+  EXPECT_EQ(status.nodes_size(), 2);
+  ASSERT_EQ(status.dead_nodes_size(), 1);
+  EXPECT_EQ(status.dead_nodes(0).node_id(), "n2");
+  ASSERT_TRUE(config::ResetToEnvironment().ok());
+}
+
+TEST_F(HeadServiceTest, ANodeWhoseConnectionClosesIsListedDeadWithThatCause) {
+  auto node = Connect("n1");
+  ASSERT_TRUE(Register(*node, "n1", 2).ok());
+  node->Close(absl::CancelledError("the daemon was killed"));
+  auto probe = Connect("probe");
+  proto::NodeList list;
+  for (int i = 0; i < 200; ++i) {
+    list = ListNodes(*probe);
+    if (list.nodes_size() == 1 && list.nodes(0).state() == "dead") break;
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(list.nodes_size(), 1);
+  EXPECT_EQ(list.nodes(0).state(), "dead");
+  EXPECT_EQ(list.nodes(0).death_cause(), "its connection to the head closed");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "raio/llm/engine.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "raio/llm/block_pool.h"
@@ -18,7 +19,12 @@ double Seconds(std::chrono::steady_clock::duration d) {
 }  // namespace
 
 Engine::Engine(LoadedModel model, const EngineConfig& config)
-    : model_(std::move(model)), config_(config) {}
+    : model_(std::move(model)), config_(config) {
+  // Ids are unique across engines: a restarted engine actor must not hand out an id that
+  // a client of its previous incarnation still polls.
+  std::random_device rd;
+  id_prefix_ = absl::StrCat("req-", absl::Hex(rd(), absl::kZeroPad8), "-");
+}
 
 Engine::~Engine() { Stop(); }
 
@@ -105,7 +111,7 @@ absl::StatusOr<std::string> Engine::AddRequest(std::vector<int> prompt,
         absl::StrCat("the engine has ", limit, " unfinished requests; retry later"));
   }
   auto r = std::make_unique<internal::Request>();
-  r->id = absl::StrCat("req-", next_id_.fetch_add(1));
+  r->id = absl::StrCat(id_prefix_, next_id_.fetch_add(1));
   r->prompt = prompt;
   r->tokens = std::move(prompt);
   r->params = params;

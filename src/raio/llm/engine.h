@@ -119,6 +119,7 @@ class Engine {
   std::unique_ptr<internal::Scheduler> scheduler_;
   EngineMetrics metrics_;
   std::atomic<int> unfinished_{0};
+  std::string id_prefix_;  // "req-<8 random hex digits>-", then a counter
   std::atomic<uint64_t> next_id_{0};
 
   // Step-thread state.

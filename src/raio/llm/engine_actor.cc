@@ -16,8 +16,10 @@ struct Config {
   bool enable_prefix_caching = true, static_batching = false;
   std::string device;
   int torch_threads = 1;
+  std::string lora_dir;  // a PEFT LoRA adapter merged at load; empty: none
   RAIO_SERIALIZE(model_dir, max_num_seqs, max_num_batched_tokens, block_size, max_queued_requests,
-                 kv_cache_bytes, enable_prefix_caching, static_batching, device, torch_threads);
+                 kv_cache_bytes, enable_prefix_caching, static_batching, device, torch_threads,
+                 lora_dir);
 };
 
 struct Params {
@@ -42,6 +44,7 @@ struct Token {
 };
 
 struct Output {
+  std::string request_id;
   std::vector<int> token_ids;
   std::vector<Token> logprobs;
   std::string text;
@@ -50,8 +53,8 @@ struct Output {
   int error_code = 0;
   std::string error_message;
   int prompt_tokens = 0, completion_tokens = 0, cached_prompt_tokens = 0;
-  RAIO_SERIALIZE(token_ids, logprobs, text, finished, finish_reason, error_code, error_message,
-                 prompt_tokens, completion_tokens, cached_prompt_tokens);
+  RAIO_SERIALIZE(request_id, token_ids, logprobs, text, finished, finish_reason, error_code,
+                 error_message, prompt_tokens, completion_tokens, cached_prompt_tokens);
 };
 
 // A Status and a value.
@@ -70,14 +73,59 @@ absl::Status ToStatus(const Reply& r) {
   return absl::Status(static_cast<absl::StatusCode>(r.code), r.message);
 }
 
+Output ToWire(const RequestOutput& o) {
+  Output w;
+  w.request_id = o.request_id;
+  w.token_ids = o.token_ids;
+  for (const SampledToken& s : o.logprobs) {
+    Token t{s.token, s.logprob, {}, {}};
+    for (const TokenLogprob& a : s.top) {
+      t.top_tokens.push_back(a.token);
+      t.top_logprobs.push_back(a.logprob);
+    }
+    w.logprobs.push_back(std::move(t));
+  }
+  w.text = o.text;
+  w.finished = o.finished;
+  w.finish_reason = static_cast<int>(o.finish_reason);
+  w.error_code = static_cast<int>(o.error.code());
+  w.error_message = std::string(o.error.message());
+  w.prompt_tokens = o.prompt_tokens;
+  w.completion_tokens = o.completion_tokens;
+  w.cached_prompt_tokens = o.cached_prompt_tokens;
+  return w;
+}
+
+RequestOutput FromWire(Output& w) {
+  RequestOutput o;
+  o.request_id = std::move(w.request_id);
+  o.token_ids = std::move(w.token_ids);
+  for (const Token& t : w.logprobs) {
+    SampledToken s{t.token, t.logprob, {}};
+    for (size_t i = 0; i < t.top_tokens.size(); ++i) {
+      s.top.push_back({t.top_tokens[i], t.top_logprobs[i]});
+    }
+    o.logprobs.push_back(std::move(s));
+  }
+  o.text = std::move(w.text);
+  o.finished = w.finished;
+  o.finish_reason = static_cast<FinishReason>(w.finish_reason);
+  o.error = absl::Status(static_cast<absl::StatusCode>(w.error_code), w.error_message);
+  o.prompt_tokens = w.prompt_tokens;
+  o.completion_tokens = w.completion_tokens;
+  o.cached_prompt_tokens = w.cached_prompt_tokens;
+  return o;
+}
+
 }  // namespace wire
 
-// The actor: an Engine and its LocalEngineClient in the worker process.
+// The actor: an Engine in the worker process, and the outputs of its requests since the
+// last PollAll.
 class EngineActor {
  public:
   static EngineActor* Create(wire::Config c) {
     SetTorchThreads(c.torch_threads);
-    absl::StatusOr<LoadedModel> model = LoadModelDir(c.model_dir);
+    absl::StatusOr<LoadedModel> model = LoadModelDir(c.model_dir, c.lora_dir);
     if (!model.ok()) throw std::runtime_error(std::string(model.status().message()));
     EngineConfig config{.max_num_seqs = c.max_num_seqs,
                         .max_num_batched_tokens = c.max_num_batched_tokens,
@@ -106,55 +154,46 @@ class EngineActor {
     sp.stop_token_ids = std::move(p.stop_token_ids);
     sp.ignore_eos = p.ignore_eos;
     if (p.logprobs >= 0) sp.logprobs = p.logprobs;
-    absl::StatusOr<std::string> id = client_.Submit(std::move(prompt), sp);
+    absl::StatusOr<std::string> id =
+        engine_->AddRequest(std::move(prompt), sp, [this](const RequestOutput& o) {
+          absl::MutexLock l(&mu_);
+          pending_.push_back(o);
+        });
     if (!id.ok()) return wire::FromStatus(id.status());
     return {0, "", *id, {}};
   }
 
-  wire::Reply Poll(std::string id, int wait_ms) {
-    absl::StatusOr<std::vector<RequestOutput>> outs = client_.Poll(id, absl::Milliseconds(wait_ms));
-    if (!outs.ok()) return wire::FromStatus(outs.status());
-    wire::Reply r;
-    for (const RequestOutput& o : *outs) {
-      wire::Output w;
-      w.token_ids = o.token_ids;
-      for (const SampledToken& s : o.logprobs) {
-        wire::Token t{s.token, s.logprob, {}, {}};
-        for (const TokenLogprob& a : s.top) {
-          t.top_tokens.push_back(a.token);
-          t.top_logprobs.push_back(a.logprob);
-        }
-        w.logprobs.push_back(std::move(t));
-      }
-      w.text = o.text;
-      w.finished = o.finished;
-      w.finish_reason = static_cast<int>(o.finish_reason);
-      w.error_code = static_cast<int>(o.error.code());
-      w.error_message = std::string(o.error.message());
-      w.prompt_tokens = o.prompt_tokens;
-      w.completion_tokens = o.completion_tokens;
-      w.cached_prompt_tokens = o.cached_prompt_tokens;
-      r.outputs.push_back(std::move(w));
+  // Every request's outputs since the last call, waiting up to wait_ms for one.
+  wire::Reply PollAll(int wait_ms) {
+    std::vector<RequestOutput> outs;
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [](std::vector<RequestOutput>* q) { return !q->empty(); };
+      mu_.AwaitWithTimeout(absl::Condition(+ready, &pending_), absl::Milliseconds(wait_ms));
+      outs.swap(pending_);
     }
+    wire::Reply r;
+    r.outputs.reserve(outs.size());
+    for (const RequestOutput& o : outs) r.outputs.push_back(wire::ToWire(o));
     return r;
   }
 
-  void Abort(std::string id) { client_.Abort(id); }
-  std::string Metrics() { return client_.Metrics(); }
+  void Abort(std::string id) { engine_->Abort(id); }
+  std::string Metrics() { return engine_->metrics().Render(engine_->model_name()); }
 
  private:
-  explicit EngineActor(std::unique_ptr<Engine> engine)
-      : engine_(std::move(engine)), client_(engine_.get()) {
+  explicit EngineActor(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {
     engine_->Start();
   }
   std::unique_ptr<Engine> engine_;
-  LocalEngineClient client_;
+  absl::Mutex mu_;
+  std::vector<RequestOutput> pending_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace raio::llm
 
 RAIO_REMOTE(raio::llm::EngineActor::Create, &raio::llm::EngineActor::Ready,
-            &raio::llm::EngineActor::Submit, &raio::llm::EngineActor::Poll,
+            &raio::llm::EngineActor::Submit, &raio::llm::EngineActor::PollAll,
             &raio::llm::EngineActor::Abort, &raio::llm::EngineActor::Metrics);
 
 namespace raio::llm {
@@ -164,13 +203,73 @@ struct ActorEngineClient::Handle {
 };
 
 ActorEngineClient::ActorEngineClient(LoadedModel model, std::unique_ptr<Handle> handle)
-    : model_(std::move(model)), handle_(std::move(handle)) {}
+    : model_(std::move(model)), handle_(std::move(handle)) {
+  poller_ = std::thread([this] { PollLoop(); });
+}
 
 ActorEngineClient::~ActorEngineClient() {
+  {
+    absl::MutexLock l(&mu_);
+    stopping_ = true;
+  }
+  poller_.join();  // within one PollAll (100 ms)
   try {
     handle_->actor.Kill();
   } catch (const std::exception&) {
     // raio already shut down: the actor went with it.
+  }
+}
+
+bool ActorEngineClient::PollerHasWork() const {
+  if (stopping_ || !dropped_.empty()) return true;
+  for (const auto& [id, ch] : channels_) {
+    if (!ch->finished) return true;
+  }
+  return false;
+}
+
+void ActorEngineClient::PollLoop() {
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      auto has_work = [](ActorEngineClient* c)
+                          ABSL_NO_THREAD_SAFETY_ANALYSIS { return c->PollerHasWork(); };
+      mu_.Await(absl::Condition(+has_work, this));
+      if (stopping_) return;
+    }
+    wire::Reply r;
+    absl::Status failed;
+    try {
+      r = handle_->actor.Task(&EngineActor::PollAll).Remote(100).Get();
+    } catch (const std::exception& ex) {
+      failed = absl::UnavailableError(absl::StrCat("the engine actor failed: ", ex.what()));
+    }
+    absl::MutexLock l(&mu_);
+    if (!failed.ok()) {
+      // Its requests are gone with it (a restarted engine starts empty): fail them all.
+      for (auto& [id, ch] : channels_) {
+        if (ch->finished) continue;
+        RequestOutput o;
+        o.request_id = id;
+        o.finished = true;
+        o.finish_reason = FinishReason::kAbort;
+        o.error = failed;
+        ch->outputs.push_back(std::move(o));
+        ch->finished = true;
+      }
+      dropped_.clear();
+      continue;
+    }
+    for (wire::Output& w : r.outputs) {
+      if (dropped_.contains(w.request_id)) {
+        if (w.finished) dropped_.erase(w.request_id);
+        continue;
+      }
+      std::shared_ptr<Channel>& ch = channels_[w.request_id];  // outputs may beat Submit's reply
+      if (ch == nullptr) ch = std::make_shared<Channel>();
+      ch->finished = ch->finished || w.finished;
+      ch->outputs.push_back(wire::FromWire(w));
+    }
   }
 }
 
@@ -191,11 +290,13 @@ absl::StatusOr<std::unique_ptr<ActorEngineClient>> ActorEngineClient::Create(
                  e.enable_prefix_caching,
                  e.static_batching,
                  e.device,
-                 o.torch_threads};
+                 o.torch_threads,
+                 o.lora_dir};
   try {
     auto handle = std::make_unique<Handle>(
         Handle{raio::Actor(EngineActor::Create)
                    .SetResources(o.resources)
+                   .SetMaxRestarts(o.max_restarts)
                    .SetMaxConcurrency(std::min(1000, e.max_num_seqs + e.max_queued_requests + 16))
                    .Remote(c)});
     handle->actor.Task(&EngineActor::Ready).Remote().Get();
@@ -221,6 +322,9 @@ absl::StatusOr<std::string> ActorEngineClient::Submit(std::vector<int> prompt,
   try {
     wire::Reply r = handle_->actor.Task(&EngineActor::Submit).Remote(prompt, p).Get();
     if (r.code != 0) return wire::ToStatus(r);
+    absl::MutexLock l(&mu_);
+    std::shared_ptr<Channel>& ch = channels_[r.id];  // the poller may have made it already
+    if (ch == nullptr) ch = std::make_shared<Channel>();
     return r.id;
   } catch (const std::exception& ex) {
     return absl::UnavailableError(absl::StrCat("the engine actor failed: ", ex.what()));
@@ -229,43 +333,43 @@ absl::StatusOr<std::string> ActorEngineClient::Submit(std::vector<int> prompt,
 
 absl::StatusOr<std::vector<RequestOutput>> ActorEngineClient::Poll(const std::string& id,
                                                                    absl::Duration wait) {
-  wire::Reply r;
-  try {
-    r = handle_->actor.Task(&EngineActor::Poll)
-            .Remote(id, static_cast<int>(absl::ToInt64Milliseconds(wait)))
-            .Get();
-  } catch (const std::exception& ex) {
-    return absl::UnavailableError(absl::StrCat("the engine actor failed: ", ex.what()));
-  }
-  if (r.code != 0) return wire::ToStatus(r);
+  absl::MutexLock l(&mu_);
+  auto it = channels_.find(id);
+  if (it == channels_.end()) return absl::NotFoundError("unknown request " + id);
+  std::shared_ptr<Channel> ch = it->second;
+  auto ready = [](Channel* c) { return !c->outputs.empty(); };
+  mu_.AwaitWithTimeout(absl::Condition(+ready, ch.get()), wait);
   std::vector<RequestOutput> out;
-  for (wire::Output& w : r.outputs) {
-    RequestOutput o;
-    o.request_id = id;
-    o.token_ids = std::move(w.token_ids);
-    for (const wire::Token& t : w.logprobs) {
-      SampledToken s{t.token, t.logprob, {}};
-      for (size_t i = 0; i < t.top_tokens.size(); ++i) {
-        s.top.push_back({t.top_tokens[i], t.top_logprobs[i]});
-      }
-      o.logprobs.push_back(std::move(s));
-    }
-    o.text = std::move(w.text);
-    o.finished = w.finished;
-    o.finish_reason = static_cast<FinishReason>(w.finish_reason);
-    o.error = absl::Status(static_cast<absl::StatusCode>(w.error_code), w.error_message);
-    o.prompt_tokens = w.prompt_tokens;
-    o.completion_tokens = w.completion_tokens;
-    o.cached_prompt_tokens = w.cached_prompt_tokens;
-    out.push_back(std::move(o));
+  out.swap(ch->outputs);
+  if (ch->finished && ch->outputs.empty() && !out.empty() && out.back().finished) {
+    auto again = channels_.find(id);  // Abort may have removed it meanwhile
+    if (again != channels_.end() && again->second == ch) channels_.erase(again);
   }
   return out;
 }
 
 void ActorEngineClient::Abort(const std::string& id) {
+  {
+    absl::MutexLock l(&mu_);
+    auto it = channels_.find(id);
+    // Nobody polls an aborted request; its remaining outputs are dropped as they come.
+    if (it != channels_.end()) {
+      if (!it->second->finished) dropped_.insert(id);
+      channels_.erase(it);
+    }
+  }
   try {
     handle_->actor.Task(&EngineActor::Abort).Remote(id).Get();
   } catch (const std::exception&) {
+  }
+}
+
+absl::Status ActorEngineClient::Health() {
+  try {
+    handle_->actor.Task(&EngineActor::Ready).Remote().Get(std::chrono::seconds(5));
+    return absl::OkStatus();
+  } catch (const std::exception& ex) {
+    return absl::UnavailableError(absl::StrCat("the engine actor failed: ", ex.what()));
   }
 }
 

@@ -32,6 +32,10 @@ class EngineClient {
   virtual void Abort(const std::string& id) = 0;
   // Prometheus text of the engine's metrics.
   virtual std::string Metrics() = 0;
+  // OK while the engine can take requests; Unavailable (with the cause) when it is gone,
+  // e.g. its actor's process died and it has not (yet) restarted. Blocks at most a few
+  // seconds.
+  virtual absl::Status Health() = 0;
 
   virtual const Tokenizer& tokenizer() const = 0;
   virtual const std::string& model_name() const = 0;
@@ -49,6 +53,7 @@ class LocalEngineClient : public EngineClient {
                                                   absl::Duration wait) override;
   void Abort(const std::string& id) override;
   std::string Metrics() override;
+  absl::Status Health() override { return absl::OkStatus(); }
   const Tokenizer& tokenizer() const override { return engine_->tokenizer(); }
   const std::string& model_name() const override { return engine_->model_name(); }
   int max_model_len() const override {

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 
 #include <cmath>
 #include <cstring>
@@ -48,10 +49,16 @@ std::pair<at::Tensor, at::Tensor> RopeTables(const ModelConfig& c, at::ScalarTyp
           at::from_blob(sin.data(), {c.max_seq_len, half}, dtype).clone()};
 }
 
+// A copy of `v` on `dev` (one host-to-device copy on a GPU; a clone on the CPU).
 at::Tensor Index(const std::vector<int64_t>& v, const at::Device& dev) {
   return at::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())}, at::kLong)
-      .clone()
-      .to(dev);
+      .to(dev, at::kLong, /*non_blocking=*/false, /*copy=*/true);
+}
+
+// libtorch's message without the C++ backtrace that c10::Error appends.
+std::string TorchError(const std::exception& e) {
+  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
+  return e.what();
 }
 
 }  // namespace
@@ -111,12 +118,34 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelWeight
   auto impl = std::make_unique<Impl>();
   try {
     impl->device = at::Device(options.device);
-    if (impl->device.is_cuda() && !at::hasCUDA()) {
-      return absl::UnavailableError("model: this libtorch build has no CUDA");
-    }
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("model: bad device '", options.device, "'"));
   }
+  if (impl->device.is_cuda()) {
+    // hasCUDA is false when libtorch_cuda is not loaded: a CPU-only libtorch, or a binary
+    // linked with --as-needed that dropped libtorch_cuda (link it with --no-as-needed).
+    if (!at::hasCUDA()) return absl::UnavailableError("model: this libtorch build has no CUDA");
+    const int64_t gpus = static_cast<int64_t>(at::getNumGPUs());
+    if (impl->device.index() >= gpus) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model: device '", options.device, "' but CUDA sees ", gpus, " GPU(s)"));
+    }
+  } else if (!impl->device.is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: device '", options.device, "': only cpu and cuda are supported"));
+  }
+  // Tensor work below throws c10::Error (out of device memory, driver errors).
+  try {
+    return Build(w, options, std::move(impl));
+  } catch (const std::exception& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("model: cannot build on '", options.device, "': ", TorchError(e)));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Build(const ModelWeights& w,
+                                                              const Options& options,
+                                                              std::unique_ptr<Impl> impl) {
   const ModelConfig& c = w.config;
   g_dtype = options.float64 ? at::kDouble : at::kFloat;
   impl->config = c;
@@ -157,6 +186,16 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelWeight
 }
 
 absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceChunk> batch) {
+  // The input is validated before any tensor work; what libtorch throws after that (out
+  // of device memory, a CUDA error) becomes a status for the engine to fail the batch with.
+  try {
+    return ForwardImpl(batch);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("forward: ", TorchError(e)));
+  }
+}
+
+absl::StatusOr<std::vector<float>> LlamaModel::ForwardImpl(std::span<const SequenceChunk> batch) {
   Impl& m = *impl_;
   const ModelConfig& c = m.config;
   const int bs = m.options.block_size;
@@ -246,7 +285,7 @@ absl::StatusOr<std::vector<float>> LlamaModel::Forward(std::span<const SequenceC
     plan.push_back(std::move(g));
   }
 
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;  // at::NoGradGuard is gone from ATen.h in libtorch 2.x
   at::Tensor x = m.embedding.index_select(0, Index(tokens, dev));  // [T, dim]
   at::Tensor slot_t, cos, sin;
   if (!cpu) {

@@ -44,7 +44,8 @@ class LlamaModel {
   };
 
   // Copies `weights` to the device and allocates the KV cache. InvalidArgument on bad
-  // weights or options; Unavailable when the device is not in this libtorch build.
+  // weights or options (a GPU index CUDA does not see); Unavailable when the device is not
+  // in this libtorch build; ResourceExhausted when the device cannot hold the model.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const ModelWeights& weights,
                                                             const Options& options);
   // Bytes of KV cache one block takes (keys and values of every layer, float32).
@@ -55,7 +56,8 @@ class LlamaModel {
   // Runs one forward pass over `batch` and returns float32 logits [batch.size()][vocab]
   // of each sequence's last token, row-major, on the host. InvalidArgument when a chunk
   // is empty, a token or block id is out of range, a block table is too short or the
-  // positions pass the context length. Blocks for the computation.
+  // positions pass the context length; Internal when libtorch fails (out of device
+  // memory, a CUDA error). Blocks for the computation.
   absl::StatusOr<std::vector<float>> Forward(std::span<const SequenceChunk> batch);
 
   const ModelConfig& config() const;
@@ -65,6 +67,10 @@ class LlamaModel {
  private:
   struct Impl;
   explicit LlamaModel(std::unique_ptr<Impl> impl);
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Build(const ModelWeights& weights,
+                                                           const Options& options,
+                                                           std::unique_ptr<Impl> impl);
+  absl::StatusOr<std::vector<float>> ForwardImpl(std::span<const SequenceChunk> batch);
   std::unique_ptr<Impl> impl_;
 };
 

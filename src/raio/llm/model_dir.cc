@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "raio/llm/lora_adapter.h"
 
 namespace raio::llm {
 namespace fs = std::filesystem;
@@ -48,7 +49,7 @@ std::string BaseName(const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir) {
+absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir, const std::string& lora_dir) {
   LoadedModel m;
   m.name = BaseName(dir);
   if (fs::exists(fs::path(dir) / "config.json")) {
@@ -75,6 +76,13 @@ absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir) {
     return absl::InvalidArgumentError(absl::StrCat(dir, ": tokenizer has ",
                                                    m.tokenizer->vocab_size(), " tokens, the model ",
                                                    m.weights.config.vocab_size));
+  }
+  if (!lora_dir.empty()) {
+    absl::StatusOr<LoraAdapter> adapter = LoadLoraAdapter(lora_dir);
+    if (!adapter.ok()) return adapter.status();
+    if (absl::Status s = MergeLoraAdapter(*adapter, &m.weights); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(lora_dir, ": ", s.message()));
+    }
   }
   return m;
 }

@@ -23,9 +23,12 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
-// Loads weights and tokenizer from `dir`. NotFound when `dir` holds neither layout;
-// otherwise the loaders' errors. Blocks on file I/O.
-absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir);
+// Loads weights and tokenizer from `dir`. With a `lora_dir`, the PEFT LoRA adapter there
+// (lora_adapter.h) is merged into the weights (W += alpha / r * B A), so that the engine
+// serves the adapted model at the base model's speed. NotFound when `dir` holds neither
+// layout; otherwise the loaders' and the merge's errors (naming the adapter directory).
+// Blocks on file I/O.
+absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir, const std::string& lora_dir = "");
 
 // Converts the model in `src_dir` (either layout) to `layout` in `dst_dir` (created),
 // copying the tokenizer (SentencePiece `tokenizer.model` for Hugging Face; for llama2.c

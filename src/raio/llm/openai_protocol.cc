@@ -52,6 +52,8 @@ json ErrorJson(const ApiError& e) {
           {"code", e.status}};
 }
 
+json StreamErrorJson(const ApiError& e) { return {{"error", ErrorJson(e)}}; }
+
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 bool ParseApiRequest(const std::string& body, bool chat, const std::string& served_model,
@@ -79,10 +81,30 @@ bool ParseApiRequest(const std::string& body, bool chat, const std::string& serv
       std::vector<ChatMessage> msgs;
       for (const json& m : j["messages"]) {
         if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
-            !m.contains("content") || !m["content"].is_string()) {
+            !m.contains("content")) {
           return Fail(error, "each message needs a string role and content", "messages");
         }
-        msgs.push_back({m["role"], m["content"]});
+        // Content is a string, or (OpenAI's newer form) a list of parts, of which this
+        // text-only model takes {"type": "text", "text": ...}, joined.
+        const json& content = m["content"];
+        std::string text;
+        if (content.is_string()) {
+          text = content.get<std::string>();
+        } else if (content.is_array()) {
+          for (const json& part : content) {
+            if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+                !part["text"].is_string()) {
+              return Fail(
+                  error,
+                  "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported",
+                  "messages");
+            }
+            text += part["text"].get<std::string>();
+          }
+        } else {
+          return Fail(error, "each message needs a string role and content", "messages");
+        }
+        msgs.push_back({m["role"], std::move(text)});
       }
       absl::StatusOr<std::string> text = ApplyChatTemplate(msgs);
       if (!text.ok()) return Fail(error, std::string(text.status().message()), "messages");

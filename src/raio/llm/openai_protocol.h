@@ -21,6 +21,9 @@ struct ApiError {
   std::string param;
 };
 nlohmann::json ErrorJson(const ApiError& e);
+// An error inside an event stream, as vLLM sends it and OpenAI's clients detect it (an
+// event with an `error` member): {"error": ErrorJson(e)}.
+nlohmann::json StreamErrorJson(const ApiError& e);
 
 struct ApiRequest {
   bool chat = false;

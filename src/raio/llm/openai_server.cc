@@ -6,6 +6,8 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
+#include <chrono>
 #include <ctime>
 #include <deque>
 
@@ -29,6 +31,25 @@ bool ClientGone(int fd) {
   if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
   char c;
   return ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+// After an error response to a request whose body was not read (too large, malformed):
+// closes the sending side, then reads and drops what the client still sends, for up to
+// 5 s and 64 MiB. Closing with unread data would reset the connection, and a client still
+// sending its body (python-requests does not wait for a response first) would see the
+// reset instead of the response.
+void DrainAndClose(int fd) {
+  ::shutdown(fd, SHUT_WR);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  size_t drained = 0;
+  char scratch[65536];
+  while (drained < (size_t{64} << 20) && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;  // nothing yet (or EINTR): check the deadline
+    const ssize_t n = ::recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return;  // EOF or reset
+    if (n > 0) drained += static_cast<size_t>(n);
+  }
 }
 
 // Waits up to 100 ms for outputs and takes them all; an error (the engine lost the
@@ -122,6 +143,9 @@ void OpenAiServer::AcceptLoop() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // e.g. out of descriptors
       continue;
     }
+    // A stream is many small writes (headers, then one chunk per delta): without
+    // TCP_NODELAY, Nagle's algorithm holds each until the peer acknowledges the last.
+    s.set_option(tcp::no_delay(true), ec);
     ReapFinished();
     auto c = std::make_unique<Connection>(std::move(s));
     Connection* raw = c.get();
@@ -151,7 +175,13 @@ class Exchange {
     version_ = req.version();
     const bool get = req.method() == http::verb::get;
     const bool post = req.method() == http::verb::post;
-    if (target == "/health" && get) return Send(http::status::ok, "text/plain", "");
+    if (target == "/health" && get) {
+      // As vLLM's: 200 with an empty body while the engine serves, else an error (here 503,
+      // so that a load balancer takes this server out while its engine restarts).
+      absl::Status health = engine_->Health();
+      if (health.ok()) return Send(http::status::ok, "text/plain", "");
+      return SendError({503, std::string(health.message()), "ServiceUnavailableError", ""});
+    }
     if (target == "/metrics" && get) {
       return Send(http::status::ok, "text/plain; version=0.0.4", engine_->Metrics());
     }
@@ -175,6 +205,9 @@ class Exchange {
     }
     return SendError({404, absl::StrCat("no route ", target), "NotFoundError", ""});
   }
+
+  // Whether the next response offers to keep the connection.
+  void set_keep_alive(bool keep_alive) { keep_alive_ = keep_alive; }
 
   bool SendError(const ApiError& e, bool retry_after = false) {
     return SendJson(e.status, ErrorJson(e), retry_after);
@@ -266,7 +299,8 @@ class Exchange {
       for (const RequestOutput& o : outs) {
         if (o.finished && !o.error.ok()) {
           ApiError e{500, std::string(o.error.message()), "InternalServerError", ""};
-          Write(absl::StrCat("data: ", Dump(ErrorJson(e)), "\n\n"));
+          // As vLLM: the error event, then the end of the stream.
+          Write(absl::StrCat("data: ", Dump(StreamErrorJson(e)), "\n\ndata: [DONE]\n\n"));
           return false;
         }
         if (o.text.empty() && !o.finished && !first) continue;
@@ -303,13 +337,31 @@ class Exchange {
 void OpenAiServer::Serve(Connection* c) {
   Exchange ex(c->socket, engine_);
   beast::flat_buffer buffer;
+  const int fd = c->socket.native_handle();
+  const int idle_ms = static_cast<int>(absl::ToInt64Milliseconds(options_.keep_alive_timeout));
   for (;;) {
+    // Between requests: wait for the next one's first bytes at most keep_alive_timeout
+    // (Stop's shutdown wakes this too).
+    pollfd p{fd, POLLIN, 0};
+    if (buffer.size() == 0 && ::poll(&p, 1, idle_ms) == 0) break;
     http::request_parser<http::string_body> parser;
     parser.body_limit(options_.max_body_bytes);
     beast::error_code ec;
-    http::read(c->socket, buffer, parser, ec);
+    // A Content-Length over the limit fails here, before the body is read.
+    http::read_header(c->socket, buffer, parser, ec);
+    if (!ec && !parser.is_done()) {
+      // curl sends `Expect: 100-continue` with bodies over 1 MiB and waits a second for
+      // this interim response before sending the body.
+      if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+        http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
+        http::write(c->socket, go_on, ec);
+      }
+      if (!ec) http::read(c->socket, buffer, parser, ec);
+    }
     if (ec == http::error::body_limit) {
+      ex.set_keep_alive(false);
       ex.SendError({413, "the request body is too large", "BadRequestError", ""});
+      DrainAndClose(c->socket.native_handle());
       break;
     }
     if (ec == http::error::end_of_stream || ec == asio::error::eof ||
@@ -317,8 +369,10 @@ void OpenAiServer::Serve(Connection* c) {
       break;
     }
     if (ec) {
+      ex.set_keep_alive(false);
       ex.SendError(
           {400, absl::StrCat("malformed HTTP request: ", ec.message()), "BadRequestError", ""});
+      DrainAndClose(c->socket.native_handle());
       break;
     }
     if (!ex.Handle(parser.get())) break;

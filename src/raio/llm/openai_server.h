@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "raio/llm/engine_client.h"
 
 namespace raio::llm {
@@ -26,6 +27,9 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port
   size_t max_body_bytes = 4 << 20;
+  // A kept-alive connection with no new request for this long is closed (vLLM's
+  // uvicorn closes after 5 s too), so that idle clients do not hold a thread each.
+  absl::Duration keep_alive_timeout = absl::Seconds(5);
 };
 
 class OpenAiServer {

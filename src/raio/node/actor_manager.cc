@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "raio/common/logging.h"
 #include "raio/node.pb.h"
+#include "raio/node/scheduler/placement_group_resource_manager.h"
 #include "raio/rpc.pb.h"
 
 namespace raio::node {
@@ -78,6 +79,37 @@ void ActorManager::RegisterHandlers(rpc::Service& service, Links links) {
       [this](const rpc::Responder<proto::KILL_ACTOR>& r, const proto::KillActorRequest& req) {
         ForwardToHead<proto::KILL_ACTOR>(r, req);
       });
+  // Placement groups: the head keeps them too (the creator's job is filled in here).
+  service.Handle<proto::CREATE_PLACEMENT_GROUP>(
+      [this](const rpc::Responder<proto::CREATE_PLACEMENT_GROUP>& r,
+             proto::PlacementGroupSpec& spec) {
+        JobId job = links_.job_of(*r.conn());
+        if (job == 0) {
+          r.Error(absl::FailedPreconditionError("register as a driver or worker first"));
+          return;
+        }
+        spec.set_job_id(job);
+        ForwardToHead<proto::CREATE_PLACEMENT_GROUP>(r, spec);
+      });
+  service.Handle<proto::WAIT_PLACEMENT_GROUP>(
+      [this](const rpc::Responder<proto::WAIT_PLACEMENT_GROUP>& r,
+             const proto::WaitPlacementGroupRequest& req) {
+        ForwardToHead<proto::WAIT_PLACEMENT_GROUP>(r, req);
+      });
+  service.Handle<proto::REMOVE_PLACEMENT_GROUP>(
+      [this](const rpc::Responder<proto::REMOVE_PLACEMENT_GROUP>& r,
+             const proto::PlacementGroupRequest& req) {
+        ForwardToHead<proto::REMOVE_PLACEMENT_GROUP>(r, req);
+      });
+  service.Handle<proto::GET_PLACEMENT_GROUP>(
+      [this](const rpc::Responder<proto::GET_PLACEMENT_GROUP>& r,
+             const proto::PlacementGroupRequest& req) {
+        ForwardToHead<proto::GET_PLACEMENT_GROUP>(r, req);
+      });
+  service.Handle<proto::LIST_PLACEMENT_GROUPS>(
+      [this](const rpc::Responder<proto::LIST_PLACEMENT_GROUPS>& r, const proto::Empty& req) {
+        ForwardToHead<proto::LIST_PLACEMENT_GROUPS>(r, req);
+      });
   service.Handle<proto::LIST_ACTORS>(
       [this](const rpc::Responder<proto::LIST_ACTORS>& r, const proto::Empty&) { r.Ok(List()); });
   // The head's requests, on its connection only.
@@ -113,7 +145,19 @@ void ActorManager::HandlePlace(const rpc::Responder<proto::PLACE_ACTOR>& respond
   if (id.IsNil() || actors_.count(id)) return fail("bad or reused actor id");
   auto demand = ResourceSet::FromProto(spec.resources());
   if (!demand.ok()) return fail(std::string(demand.status().message()));
-  if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
+  const bool in_group = !spec.placement_group_id().empty();
+  if (in_group) {
+    if (spec.placement_group_id().size() != PlacementGroupId::kSize) {
+      return fail("bad placement group id");
+    }
+    const PlacementGroupId pg = PlacementGroupId::FromBinary(spec.placement_group_id());
+    if (links_.placement_group_removed && links_.placement_group_removed(pg)) {
+      return fail(RemovedGroupMessage(pg));
+    }
+  }
+  // A group's resources missing here may come with its bundle: the actor waits for them.
+  if (absl::Status f = resources_.CheckFeasible(*demand);
+      !f.ok() && !(in_group && f.code() == absl::StatusCode::kResourceExhausted)) {
     return fail(absl::StrCat("node ", node_id_, " can never hold ", demand->ToString(), " (",
                              f.message(), ")"));
   }
@@ -139,6 +183,13 @@ void ActorManager::HandlePlace(const rpc::Responder<proto::PLACE_ACTOR>& respond
   r.spec = spec;
   r.job = job;
   r.allocation = std::move(allocation);
+  // Restarted here because its node died: it goes on from that incarnation.
+  r.incarnation = req.incarnation();
+  r.num_restarts = req.num_restarts();
+  if (!req.restart_reason().empty()) {
+    r.state = proto::ACTOR_RESTARTING;
+    r.restart_cause = req.restart_reason();
+  }
   reply.set_result(proto::PlaceActorReply::ACCEPTED);
   reply.set_waiting_for_resources(!r.allocation);
   responder.Ok(reply);
@@ -302,6 +353,24 @@ std::set<WorkerId> ActorManager::OnJobEnded(JobId job, bool* keep_job) {
     Bury(r, "its job ended", /*kill_worker=*/true);
   }
   return keep;
+}
+
+int ActorManager::EndHolding(const std::function<bool(const Allocation&)>& holds,
+                             const std::string& cause) {
+  int ended = 0;
+  for (auto& [id, r] : actors_) {
+    if (r.state == proto::ACTOR_DEAD || !r.allocation || !holds(*r.allocation)) continue;
+    Bury(r, cause, /*kill_worker=*/true);
+    ++ended;
+  }
+  return ended;
+}
+
+void ActorManager::FailPlacementGroup(const PlacementGroupId& pg, const std::string& cause) {
+  for (auto& [id, r] : actors_) {
+    if (r.state == proto::ACTOR_DEAD || r.spec.placement_group_id() != pg.Binary()) continue;
+    Bury(r, cause, /*kill_worker=*/true);
+  }
 }
 
 proto::ActorList ActorManager::List() const {

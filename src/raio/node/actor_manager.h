@@ -10,6 +10,12 @@
 // reports each change of state to the head (REPORT_ACTOR_STATE: resources held, ALIVE
 // with its worker's address, RESTARTING, DEAD with the cause). LIST_ACTORS lists the
 // actors placed here.
+//
+// Placement groups: an actor placed in a group demands the group's renamed resources
+// (common/placement_resources.h). While the node does not hold them (the bundle is not
+// committed here yet, or was given back) it is accepted and waits for them rather than
+// refused; a removed group's actors are refused, and die when the group goes
+// (FailPlacementGroup), as do actors holding a bundle that is given back (EndHolding).
 // Threading: not thread-safe; lives on the node daemon's loop.
 #pragma once
 
@@ -47,6 +53,8 @@ class ActorManager {
     std::function<absl::Status(JobId, const proto::JobConfigInfo&)> adopt_job;
     // Whether the node is still fetching the job's package (its actors wait meanwhile).
     std::function<bool(JobId)> job_preparing;
+    // Whether the head removed this placement group.
+    std::function<bool(const PlacementGroupId&)> placement_group_removed;
   };
   // Adds the actor methods (CREATE/WAIT/GET_NAMED/KILL/LIST_ACTORS from clients,
   // PLACE_ACTOR and KILL_LOCAL_ACTOR from the head) to `service`; the handlers reply on
@@ -65,6 +73,11 @@ class ActorManager {
   // The job ended: its actors die, except detached ones. Returns the workers to keep;
   // `keep_job` says whether the job's executable is still needed (for restarts).
   std::set<WorkerId> OnJobEnded(JobId job, bool* keep_job);
+  // Actors whose resources `holds` (a bundle given back): they die with `cause`, not
+  // restarted, their workers killed and their resources released. Returns how many.
+  int EndHolding(const std::function<bool(const Allocation&)>& holds, const std::string& cause);
+  // The placement group was removed: its actors here that are not dead die with `cause`.
+  void FailPlacementGroup(const PlacementGroupId& pg, const std::string& cause);
   proto::ActorList List() const;
 
  private:

@@ -3,9 +3,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -49,6 +51,7 @@ NodeManager::NodeManager(Options options)
       id_(NodeIdFrom(options_.node_id)),
       socket_path_(options_.session_dir + "/node.sock"),
       resources_(options_.total),
+      bundles_(resources_, id_.Hex()),
       // GPU ids index the devices the node itself may see: when it was started with
       // CUDA_VISIBLE_DEVICES, id i is the i-th entry of that list.
       pool_(loop_.io(),
@@ -116,11 +119,15 @@ absl::Status NodeManager::Start() {
   head_ = std::move(*head);
   loop_.Start();
   // The head asks this node for stats over the same connection.
-  head_->Start([this](const ConnPtr& c, const rpc::FrameHeader& h,
-                      std::string_view body) { OnRequest(c, h, body); },
-               [this](const ConnPtr&, const absl::Status& reason) {
-                 if (!stopped_) RAIO_LOG_WARN("lost the head connection: {}", reason.message());
-               });
+  head_->Start(
+      [this](const ConnPtr& c, const rpc::FrameHeader& h, std::string_view body) {
+        OnRequest(c, h, body);
+      },
+      [this](const ConnPtr&, const absl::Status& reason) {
+        if (stopped_) return;
+        RAIO_LOG_WARN("lost the head connection: {}", reason.message());
+        LoseCluster(absl::StrCat("its connection to the head closed (", reason.message(), ")"));
+      });
   proto::RegisterNodeRequest reg;
   reg.set_node_id(id_.Hex());
   *reg.mutable_address() = address();
@@ -144,18 +151,15 @@ absl::Status NodeManager::Start() {
   memory_monitor_ = options_.memory_monitor.value_or(MemoryMonitorOptions::FromConfig());
   if (absl::Status s = memory_monitor_.Validate(); !s.ok()) return s;
   loop_.Post([this, view = std::move(*reply->mutable_view())] {
-    NodeView local;
-    local.node_id = id_.Hex();
-    local.address = address();
-    local.labels = options_.labels;
-    local.total = resources_.total();
-    local.available = resources_.available();
-    view_.SetLocal(std::move(local));
+    view_.SetLocal(LocalView());
     view_.Apply(view);
     scheduler_.SetPolicy(config::scheduler_spread_threshold(), config::scheduler_top_k_fraction());
     reported_available_ = resources_.available();
+    reported_total_ = resources_.total();
     ArmReportTimer();
     ArmReapTimer();
+    last_health_check_ = Clock::now();
+    ArmHealthWatchdog();
     if (memory_monitor_.interval.count() > 0) ArmMemoryTimer();
   });
   RAIO_LOG_INFO("node {} up at {}:{} ({}) with {}", id_.Hex(), options_.node_ip, port(),
@@ -172,6 +176,7 @@ void NodeManager::Stop() {
     if (reap_timer_) reap_timer_->cancel();
     if (memory_timer_) memory_timer_->cancel();
     if (report_timer_) report_timer_->cancel();
+    if (health_timer_) health_timer_->cancel();
     if (object_manager_) object_manager_->Stop();
     if (listener_) listener_->Stop();
     if (tcp_listener_) tcp_listener_->Stop();
@@ -190,6 +195,7 @@ void NodeManager::Stop() {
   reap_timer_.reset();
   memory_timer_.reset();
   report_timer_.reset();
+  health_timer_.reset();
   object_manager_.reset();  // stopped on the loop above (or never started)
   store_.reset();           // unmaps and closes the shared memory, removes spill files
 }
@@ -259,118 +265,6 @@ void NodeManager::FailWorkerStarts(JobId job, const std::string& cause) {
   actors_.FailPendingStarts(job, why);
 }
 
-void NodeManager::AnswerFailureCause(const ConnPtr& conn, const rpc::FrameHeader& h,
-                                     const WorkerId& worker, int tries_left) {
-  ReapWorkers();
-  auto it = failure_causes_.find(worker);
-  if (it != failure_causes_.end() || tries_left <= 0 ||
-      (!pool_.IsUnreaped(worker) && pool_.Find(worker) == nullptr)) {
-    conn->Reply(h, it == failure_causes_.end() ? proto::WorkerFailureCause() : it->second);
-    return;
-  }
-  // Its connection closed as it exited, before it could be reaped: look again shortly.
-  auto timer = std::make_shared<Timer>(loop_.io());
-  timer->expires_after(config::worker_exit_poll_interval_ms());
-  timer->async_wait(
-      [this, timer, conn, h, worker, tries_left](const boost::system::error_code& ec) {
-        if (ec || stopped_) return;
-        AnswerFailureCause(conn, h, worker, tries_left - 1);
-      });
-}
-
-void NodeManager::ArmMemoryTimer() {
-  if (!memory_timer_) memory_timer_ = std::make_unique<Timer>(loop_.io());
-  memory_timer_->expires_after(memory_monitor_.interval);
-  memory_timer_->async_wait([this](const boost::system::error_code& ec) {
-    if (ec || stopped_) return;
-    CheckMemory();
-    ArmMemoryTimer();
-  });
-}
-
-void NodeManager::CheckMemory() {
-  // One victim at a time: its memory is only free once its process has been reaped;
-  // measuring before would end a second worker for the same pressure.
-  if (oom_victim_pid_ > 0) {
-    if (!pool_.IsReaped(oom_victim_pid_)) return;
-    oom_victim_pid_ = -1;
-  }
-  absl::StatusOr<MemoryUsage> usage = ReadMemoryUsage();
-  if (!usage.ok()) {
-    if (!warned_unreadable_) {
-      RAIO_LOG_WARN("memory monitor: cannot measure memory use: {}", usage.status().message());
-    }
-    warned_unreadable_ = true;
-    return;
-  }
-  const uint64_t threshold = ThresholdBytes(memory_monitor_, usage->total_bytes);
-  if (usage->used_bytes <= threshold) {
-    warned_no_victim_ = false;
-    return;
-  }
-  // Leased workers only: the daemon, drivers and idle or starting workers are never ended.
-  std::vector<VictimCandidate> candidates;
-  for (const auto& [id, w] : pool_.workers()) {
-    if (w.state != WorkerProcess::State::kLeased || w.pid <= 0) continue;
-    absl::StatusOr<uint64_t> rss = ReadRssBytes(w.pid);
-    if (!rss.ok()) continue;  // exited meanwhile; the reaper will see it
-    VictimCandidate c;
-    c.worker = id;
-    c.pid = w.pid;
-    c.rss_bytes = *rss;
-    c.is_actor = w.hosts_actor;
-    if (w.hosts_actor) {
-      c.description = "hosting an actor";
-    } else {
-      auto lit = leases_.find(w.lease);
-      c.description = absl::StrCat("leased for ",
-                                   lit == leases_.end() || lit->second.spec.function_name().empty()
-                                       ? std::string("tasks")
-                                       : lit->second.spec.function_name());
-    }
-    candidates.push_back(std::move(c));
-  }
-  std::optional<std::size_t> pick = ChooseVictim(candidates);
-  if (!pick) {
-    if (!warned_no_victim_) {
-      RAIO_LOG_WARN(
-          "memory monitor: node memory use {} of {} is above the threshold {}, but no "
-          "leased worker is running to end",
-          FormatBytes(usage->used_bytes), FormatBytes(usage->total_bytes), FormatBytes(threshold));
-    }
-    warned_no_victim_ = true;
-    return;
-  }
-  const VictimCandidate& victim = candidates[*pick];
-  std::string message = DescribeKill(id_.Hex(), victim, *usage, threshold, memory_monitor_);
-  RAIO_LOG_WARN("{}", message);
-  proto::WorkerFailureCause cause;
-  cause.set_kind(proto::WorkerFailureCause::OUT_OF_MEMORY);
-  cause.set_message(message);
-  cause.set_node_used_bytes(usage->used_bytes);
-  cause.set_node_total_bytes(usage->total_bytes);
-  cause.set_threshold_bytes(threshold);
-  cause.set_pid(victim.pid);
-  cause.set_rss_bytes(victim.rss_bytes);
-  if (auto running = pool_.RunningTask(victim.worker)) {
-    cause.set_running_task_known(true);
-    cause.set_running_task_id(*running);
-  }
-  // Before the kill: the owner asks as soon as its connection breaks.
-  RememberFailureCause(victim.worker, std::move(cause));
-  oom_victim_pid_ = victim.pid;
-  OnWorkerGone(victim.worker, message);
-}
-
-void NodeManager::RememberFailureCause(const WorkerId& id, proto::WorkerFailureCause cause) {
-  if (failure_causes_.insert_or_assign(id, std::move(cause)).second) failure_order_.push_back(id);
-  while (failure_order_.size() >
-         static_cast<std::size_t>(config::max_remembered_worker_failures())) {
-    failure_causes_.erase(failure_order_.front());
-    failure_order_.pop_front();
-  }
-}
-
 void NodeManager::OnAccept(ConnPtr conn) {
   Peer peer;
   peer.client = next_client_id_++;
@@ -409,6 +303,9 @@ void NodeManager::RegisterHandlers() {
     return AdoptJob(job, info);
   };
   actor_links.job_preparing = [this](JobId job) { return preparing_jobs_.count(job) > 0; };
+  actor_links.placement_group_removed = [this](const PlacementGroupId& pg) {
+    return IsRemovedGroup(pg);
+  };
   actors_.RegisterHandlers(service_, std::move(actor_links));
   store_->RegisterHandlers(service_, [peer_of](const rpc::Connection& c) {
     const Peer* p = peer_of(c);
@@ -423,6 +320,7 @@ void NodeManager::RegisterHandlers() {
         HandleRegisterWorker(r.conn(), r.header(), req);
       });
   object_manager_->RegisterHandlers(service_);
+  RegisterPlacementHandlers();
   service_.Handle<proto::PULL_OBJECTS>(
       [this](const rpc::Responder<proto::PULL_OBJECTS>& r, proto::PullObjectsRequest& req) {
         HandlePullObjects(r.conn(), r.header(), req);
@@ -481,6 +379,15 @@ void NodeManager::RegisterHandlers() {
         if (r.conn() != head_ || !remote_jobs_.erase(req.job_id())) return;
         OnJobEnded(req.job_id());
       });
+  service_.Handle<proto::HEALTH_CHECK>(
+      [this](const rpc::Responder<proto::HEALTH_CHECK>& r, const proto::Empty&) {
+        if (r.conn() != head_) {
+          r.Error(absl::PermissionDeniedError("only the head checks a node's health"));
+          return;
+        }
+        last_health_check_ = Clock::now();
+        r.Ok(proto::Empty());
+      });
   service_.Handle<proto::GET_NODE_STATS>(
       [this](const rpc::Responder<proto::GET_NODE_STATS>& responder, const proto::Empty&) {
         const auto& conn = responder.conn();
@@ -501,8 +408,11 @@ void NodeManager::HandleRegisterDriver(const ConnPtr& conn, const rpc::FrameHead
   peer.kind = Peer::Kind::kDriver;
   peer.job = req.job_id();
   peer.worker = WorkerId::FromBinary(req.worker_id());
-  pool_.AddJob(req.job_id(), JobConfig{req.executable(), req.working_dir(), req.ld_library_path(),
-                                       req.namespace_()});
+  pool_.AddJob(req.job_id(), JobConfig{req.executable(),
+                                       req.working_dir(),
+                                       req.ld_library_path(),
+                                       req.namespace_(),
+                                       {req.env_vars().begin(), req.env_vars().end()}});
   proto::RegisterDriverReply reply;
   reply.set_node_id(id_.Hex());
   reply.set_object_store_bytes(store_->capacity_bytes());
@@ -557,6 +467,17 @@ void NodeManager::HandleRegisterWorker(const ConnPtr& conn, const rpc::FrameHead
   ScheduleLeases();
 }
 
+NodeView NodeManager::LocalView() const {
+  NodeView local;
+  if (const NodeView* known = view_.Find(id_.Hex())) local = *known;
+  local.node_id = id_.Hex();
+  local.address = address();
+  local.labels = options_.labels;
+  local.total = resources_.total();
+  local.available = resources_.available();
+  return local;
+}
+
 std::string NodeManager::ClusterDescription() const {
   std::vector<std::string> nodes;
   for (const auto& [id, node] : view_.nodes()) {
@@ -595,10 +516,18 @@ void NodeManager::ScheduleLeases() {
   actors_.Schedule(&workers_needed);
   // A process that cannot even be spawned (no such executable, not executable, a wrong
   // format, a missing working directory) will not start on a retry either.
+  // Starts are capped (worker_startup_concurrency, as Ray's maximum_startup_concurrency):
+  // fifty processes starting at once on two CPUs each take long enough to overrun
+  // worker_start_timeout_ms. The rest start as earlier ones register or die.
   std::map<JobId, std::string> cannot_spawn;
+  const int64_t max_starting =
+      config::worker_startup_concurrency() > 0
+          ? config::worker_startup_concurrency()
+          : std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  int64_t starting = pool_.NumStarting();
   for (const auto& [key, needed] : workers_needed) {
     if (!pool_.HasJob(key.job) || cannot_spawn.count(key.job)) continue;
-    for (int i = pool_.NumStarting(key); i < needed; ++i) {
+    for (int i = pool_.NumStarting(key); i < needed && starting < max_starting; ++i, ++starting) {
       if (absl::Status s = pool_.StartWorker(key); !s.ok()) {
         cannot_spawn[key.job] = std::string(s.message());
         break;
@@ -665,14 +594,18 @@ void NodeManager::HandleBlocked(const ConnPtr& conn, bool blocked) {
 }
 
 void NodeManager::OnWorkerGone(const WorkerId& id, const std::string& reason) {
+  if (EndWorker(id, reason)) ScheduleLeases();
+}
+
+bool NodeManager::EndWorker(const WorkerId& id, const std::string& reason) {
   WorkerProcess* w = pool_.Find(id);
-  if (w == nullptr) return;
+  if (w == nullptr) return false;
   LeaseId lease = w->lease;
   pool_.Kill(id);
   actors_.OnWorkerGone(id, reason);
   auto it = leases_.find(lease);
   if (it != leases_.end()) ReleaseLease(it);
-  ScheduleLeases();
+  return true;
 }
 
 void NodeManager::OnJobEnded(JobId job) {

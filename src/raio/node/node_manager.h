@@ -23,6 +23,14 @@
 // which the node applies to this process (config::ApplyOverrides) before it starts any
 // worker; every worker gets the values in its environment (WorkerPool).
 //
+// Placement groups (node_manager_placement.cc): the head reserves bundles here in two
+// phases (PREPARE_BUNDLES, COMMIT_BUNDLES; PlacementGroupResourceManager) and gives them
+// back (CANCEL_BUNDLES), ending the leased workers and actors that hold their resources.
+// A committed bundle's renamed resources join the node's totals, which the next resource
+// report carries. A lease of a group waits (as infeasible) while no node holds the
+// group's resources, even in an embedded cluster, and fails once the head says the group
+// was removed (ClusterViewUpdate.removed_placement_groups).
+//
 // Memory monitor: every memory_monitor.interval the node measures its memory use
 // and, above the threshold, ends the leased worker with the largest resident set (one at
 // a time: the next only after the previous one was reaped), remembering why so that the
@@ -32,14 +40,18 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "raio/common/clock.h"
 #include "raio/common/event_loop.h"
 #include "raio/common/ids.h"
 #include "raio/common/resources.h"
@@ -52,7 +64,9 @@
 #include "raio/node/package_cache.h"
 #include "raio/node/scheduler/cluster_scheduler.h"
 #include "raio/node/scheduler/local_resource_manager.h"
+#include "raio/node/scheduler/placement_group_resource_manager.h"
 #include "raio/node/worker_pool/worker_pool.h"
+#include "raio/placement_group.pb.h"
 #include "raio/rpc/listener.h"
 #include "raio/rpc/service.h"
 
@@ -83,6 +97,17 @@ class NodeManager {
     // No node can ever join (an embedded cluster): a demand no node meets fails at once
     // instead of waiting as infeasible.
     bool fail_infeasible = false;
+    // Called once, on the node's loop, when this node has lost the cluster: its head
+    // connection closed (the head declared it dead, stopped or crashed) or no health check
+    // came for health_check_failure_threshold periods (cut off). The node has already
+    // ended its workers and drivers' connections (no split brain: a node declared dead
+    // serves nothing); the owner of the NodeManager stops it and may register a new one
+    // under a new id (`raio start --address` does, every node_rejoin_backoff_ms).
+    std::function<void(const std::string& why)> on_cluster_lost;
+    // The head runs in this process (`raio start --head`, the embedded cluster): it cannot
+    // be cut off, so no silence from it is taken for a lost cluster (a paused process
+    // resumes whole).
+    bool head_in_process = false;
   };
 
   static absl::StatusOr<std::unique_ptr<NodeManager>> Create(Options options);
@@ -179,6 +204,8 @@ class NodeManager {
   // Ends worker `id` (if still known) and frees what it held. `reason` (empty: a crash,
   // an exit or a kill by its owner) becomes an actor's death cause.
   void OnWorkerGone(const WorkerId& id, const std::string& reason = "");
+  // OnWorkerGone without scheduling what its resources free; whether it was known.
+  bool EndWorker(const WorkerId& id, const std::string& reason);
   // A worker's connection closed: once its exit is reaped (waiting up to `tries_left`
   // polls), it is gone with how it ended as the reason.
   void OnWorkerDisconnected(const WorkerId& id, int tries_left);
@@ -197,7 +224,37 @@ class NodeManager {
   // One memory monitor round: measure, and end a worker if over the threshold.
   void CheckMemory();
   void RememberFailureCause(const WorkerId& id, proto::WorkerFailureCause cause);
+  // Health: the head's checks are answered (HEALTH_CHECK) and timed; a timer notices
+  // when they stop coming. LoseCluster ends the node's work and calls on_cluster_lost.
+  void ArmHealthWatchdog();
+  void LoseCluster(const std::string& why);
+  // The view lost nodes: tell every local driver and worker (NODE_REMOVED), so that
+  // owners drop their leases there and name the cause.
+  void NotifyRemovals(const proto::ClusterViewUpdate& update);
   std::string ClusterDescription() const;
+  // The local node's entry of the view, from its current resources.
+  NodeView LocalView() const;
+
+  // Placement groups (node_manager_placement.cc).
+  void RegisterPlacementHandlers();
+  void HandlePrepareBundles(const rpc::Responder<proto::PREPARE_BUNDLES>& r,
+                            const proto::BundlesRequest& req);
+  void HandleCommitBundles(const rpc::Responder<proto::COMMIT_BUNDLES>& r,
+                           const proto::BundlesRequest& req);
+  void HandleCancelBundles(const rpc::Responder<proto::CANCEL_BUNDLES>& r,
+                           const proto::BundlesRequest& req);
+  // Gives back bundles `indices` of `pg` held here (all when empty): first ends the
+  // leased workers and actors holding their resources (MustEndWith), `cause` saying why,
+  // and drops the allocations queued leases took from them; then returns the bundles.
+  void CancelBundles(const PlacementGroupId& pg, const std::vector<int>& indices,
+                     const std::string& cause);
+  // The node's totals changed: the view's local entry and the head hear it at once, and
+  // queued leases may fit now (or no longer).
+  void OnTotalsChanged();
+  // The head removed these groups: their queued leases fail, their actors here die, and
+  // bundles still held here are given back.
+  void OnPlacementGroupsRemoved(const proto::ClusterViewUpdate& update);
+  bool IsRemovedGroup(const PlacementGroupId& pg) const { return removed_groups_.count(pg) > 0; }
 
   Options options_;
   NodeId id_;
@@ -209,6 +266,10 @@ class NodeManager {
   std::unique_ptr<Timer> report_timer_;
   std::unique_ptr<Timer> reap_timer_;
   std::unique_ptr<Timer> memory_timer_;
+  std::unique_ptr<Timer> health_timer_;
+  // When the head's last health check (or the registration) came; whether LoseCluster ran.
+  Clock::time_point last_health_check_;
+  bool cluster_lost_ = false;
   // Set in Start(), after registration, before the loop reads it.
   MemoryMonitorOptions memory_monitor_;
 
@@ -220,6 +281,10 @@ class NodeManager {
   rpc::Service service_{"node"};
   ClientId next_client_id_ = 1;
   LocalResourceManager resources_;
+  PlacementGroupResourceManager bundles_;
+  // Groups the head removed (the newest kMaxRemovedGroups; oldest first in the deque).
+  std::set<PlacementGroupId> removed_groups_;
+  std::deque<PlacementGroupId> removed_order_;
   WorkerPool pool_;
   ActorManager actors_;
   std::map<LeaseId, Lease> leases_;
@@ -230,6 +295,7 @@ class NodeManager {
   ClusterScheduler scheduler_;
   // What the last REPORT_RESOURCES said, and its version.
   ResourceSet reported_available_;
+  ResourceSet reported_total_;
   uint32_t reported_infeasible_ = 0;
   uint64_t report_version_ = 0;
   // Jobs whose driver is elsewhere: configuration being fetched, and known ones.

@@ -61,6 +61,26 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
   }
   LeaseId id = LeaseId::FromBinary(req.lease_id());
   if (leases_.count(id)) return;  // a retried request: the first one will be answered
+  // A lease in a placement group waits while the group's bundles are not placed (the
+  // group is pending or being placed again) instead of failing as infeasible.
+  std::optional<PlacementGroupId> group;
+  if (!req.placement_group_id().empty()) {
+    if (req.placement_group_id().size() != PlacementGroupId::kSize) {
+      conn->ReplyError(
+          h, absl::InvalidArgumentError(absl::StrCat("the lease's placement group id has ",
+                                                     req.placement_group_id().size(),
+                                                     " bytes, not ", PlacementGroupId::kSize)));
+      return;
+    }
+    group = PlacementGroupId::FromBinary(req.placement_group_id());
+    if (IsRemovedGroup(*group)) {
+      proto::RequestWorkerLeaseReply reply;
+      reply.set_result(proto::RequestWorkerLeaseReply::INFEASIBLE);
+      reply.set_message(RemovedGroupMessage(*group));
+      conn->Reply(h, reply);
+      return;
+    }
+  }
   const bool local_has_room = resources_.available().Contains(*demand);
   view_.SetLocalAvailable(resources_.available());
   bool infeasible = false;
@@ -107,7 +127,8 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
       // demand above 1 must be whole).
       if (absl::Status f = resources_.CheckFeasible(*demand); !f.ok()) {
         d.kind = ClusterScheduler::Decision::Kind::kInfeasible;
-        d.permanent = true;
+        // Missing group resources may come with a bundle; a broken device rule never does.
+        d.permanent = !group || f.code() != absl::StatusCode::kResourceExhausted;
         d.message = absl::StrCat(demand->ToString(), " (", f.message(), ")");
       }
     }
@@ -117,7 +138,7 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
       return;
     }
     if (d.kind == ClusterScheduler::Decision::Kind::kInfeasible) {
-      if (options_.fail_infeasible || d.permanent) {
+      if ((options_.fail_infeasible && !group) || d.permanent) {
         proto::RequestWorkerLeaseReply reply;
         reply.set_result(proto::RequestWorkerLeaseReply::INFEASIBLE);
         reply.set_message(absl::StrCat("no node can ever run ", req.function_name(),
@@ -127,15 +148,23 @@ void NodeManager::HandleRequestLease(const ConnPtr& conn, const rpc::FrameHeader
         return;
       }
       infeasible = true;
-      RAIO_LOG_WARN("{} waits: no node can meet {} now; cluster resources: {}", req.function_name(),
-                    d.message, ClusterDescription());
       proto::LeaseInfeasibleNotice notice;
       notice.set_lease_id(req.lease_id());
-      notice.set_message(absl::StrCat(
-          req.function_name(), " cannot be scheduled: no node of the cluster can meet ", d.message,
-          "; it waits until a node that can joins (cluster resources: ", ClusterDescription(),
-          ")"));
-      rpc::Notify<proto::LEASE_INFEASIBLE>(*conn, notice);
+      if (group) {
+        // Expected, and short: a group just created is in this node's view once its nodes'
+        // next reports are relayed; pending groups say why in Wait and `raio list
+        // placement-groups`. No notice (the owner would warn of every new group).
+        RAIO_LOG_DEBUG("{} waits for placement group {}: no node holds {} now", req.function_name(),
+                       group->Hex(), d.message);
+      } else {
+        RAIO_LOG_WARN("{} waits: no node can meet {} now; cluster resources: {}",
+                      req.function_name(), d.message, ClusterDescription());
+        notice.set_message(absl::StrCat(
+            req.function_name(), " cannot be scheduled: no node of the cluster can meet ",
+            d.message, "; it waits until a node that can joins (cluster resources: ",
+            ClusterDescription(), ")"));
+        rpc::Notify<proto::LEASE_INFEASIBLE>(*conn, notice);
+      }
     }
   }
   Lease& lease = leases_[id];
@@ -199,6 +228,27 @@ void NodeManager::RescheduleQueued() {
   // says), unless they were spilled here on purpose or have used up their hops.
   for (auto it = pending_.begin(); it != pending_.end();) {
     auto lit = leases_.find(*it);
+    // A lease of a group whose bundle left this node: where the group's resources are now,
+    // or waiting as infeasible until they are somewhere.
+    if (lit != leases_.end() && !lit->second.allocation &&
+        !lit->second.spec.placement_group_id().empty() &&
+        !resources_.CheckFeasible(lit->second.demand).ok()) {
+      Lease& lease = lit->second;
+      ClusterScheduler::Decision d = DecideFor(lease, /*local_has_room=*/false);
+      if (d.kind == ClusterScheduler::Decision::Kind::kSpill) {
+        view_.SubtractAvailable(d.node_id, lease.demand);
+        ReplySpillback(lease.owner, lease.request, d.node_id, d.grant_or_reject);
+        ReleaseLease(lit);
+        it = pending_.erase(it);
+        continue;
+      }
+      if (d.kind == ClusterScheduler::Decision::Kind::kInfeasible) {
+        lease.infeasible = true;
+        infeasible_.push_back(lease.id);
+        it = pending_.erase(it);
+        continue;
+      }
+    }
     if (lit == leases_.end() || lit->second.allocation ||
         lit->second.spec.spillback_count() >= static_cast<uint32_t>(config::max_spillback_hops()) ||
         lit->second.spec.strategy().kind() == proto::SchedulingStrategy::NODE_AFFINITY ||
@@ -222,7 +272,73 @@ void NodeManager::RescheduleQueued() {
 
 void NodeManager::HandleClusterView(const proto::ClusterViewUpdate& update) {
   view_.Apply(update);
+  NotifyRemovals(update);
+  OnPlacementGroupsRemoved(update);
   RescheduleQueued();
+}
+
+void NodeManager::NotifyRemovals(const proto::ClusterViewUpdate& update) {
+  for (const proto::NodeRemovedNotice& removal : update.removals()) {
+    RAIO_LOG_INFO("node {} left the cluster: {}", removal.node_id(), removal.cause());
+    for (auto& [raw, entry] : peers_) {
+      if (entry.second.kind == Peer::Kind::kUnknown || entry.first->closed()) continue;
+      rpc::Notify<proto::NODE_REMOVED>(*entry.first, removal);
+    }
+  }
+}
+
+void NodeManager::ArmHealthWatchdog() {
+  if (stopped_ || cluster_lost_ || options_.head_in_process) return;
+  if (!health_timer_) health_timer_ = std::make_unique<Timer>(loop_.io());
+  const auto period = config::health_check_period_ms();
+  health_timer_->expires_after(period);
+  health_timer_->async_wait([this, period](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    // The head declares this node dead after `threshold` failed checks, each taking up to
+    // max(period, timeout); one more period of slack before taking itself for cut off.
+    // In double milliseconds: a year-long timeout times a huge threshold overflows int64.
+    const double spacing_ms =
+        static_cast<double>(std::max(period, config::health_check_timeout_ms()).count());
+    const double limit_ms =
+        spacing_ms * config::health_check_failure_threshold() + static_cast<double>(period.count());
+    const int64_t silent_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_health_check_)
+            .count();
+    if (static_cast<double>(silent_ms) > limit_ms) {
+      LoseCluster(absl::StrCat("no health check from the head for ", silent_ms,
+                               " ms (cut off from the head, or the head is stuck)"));
+      return;
+    }
+    ArmHealthWatchdog();
+  });
+}
+
+void NodeManager::LoseCluster(const std::string& why) {
+  if (stopped_ || cluster_lost_) return;
+  cluster_lost_ = true;
+  RAIO_LOG_WARN("node {} lost the cluster: {}; ending its workers and drivers' connections",
+                id_.Hex(), why);
+  // Its drivers and workers hear why first, before their workers end and their connection
+  // closes (they would take the workers' deaths for crashes otherwise).
+  proto::NodeRemovedNotice self;
+  self.set_node_id(id_.Hex());
+  self.set_cause(absl::StrCat("this node (", id_.Hex(), ") lost the cluster: ", why,
+                              "; it ends its work and registers again under a new id"));
+  self.set_died(true);
+  for (auto& [raw, entry] : peers_) {
+    if (entry.second.kind != Peer::Kind::kUnknown && !entry.first->closed()) {
+      rpc::Notify<proto::NODE_REMOVED>(*entry.first, self, /*flush_now=*/true);
+    }
+  }
+  // The head takes (or has taken) this node for dead and its work is being redone
+  // elsewhere: nothing here may go on (its workers' results, its objects).
+  pool_.KillAll();
+  for (auto& [raw, entry] : peers_) {
+    entry.first->Close(
+        absl::UnavailableError(absl::StrCat("node ", id_.Hex(), " lost the cluster: ", why)));
+  }
+  if (head_ && !head_->closed()) head_->Close(absl::UnavailableError("node lost the cluster"));
+  if (options_.on_cluster_lost) options_.on_cluster_lost(why);
 }
 
 void NodeManager::FetchJob(JobId job) {
@@ -265,8 +381,11 @@ absl::Status NodeManager::AdoptJob(JobId job, const proto::JobConfigInfo& info) 
                      "'s executable '", info.executable(), "': ", std::strerror(errno)));
   }
   remote_jobs_.insert(job);
-  pool_.AddJob(job, JobConfig{info.executable(), info.working_dir(), info.ld_library_path(),
-                              info.namespace_()});
+  pool_.AddJob(job, JobConfig{info.executable(),
+                              info.working_dir(),
+                              info.ld_library_path(),
+                              info.namespace_(),
+                              {info.env_vars().begin(), info.env_vars().end()}});
   return absl::OkStatus();
 }
 
@@ -340,8 +459,11 @@ void NodeManager::OnJobPackageReady(JobId job) {
   RAIO_LOG_INFO("job {}: runs {} (the package of {}) in {}", job, p.executable, p.info.executable(),
                 working_dir);
   remote_jobs_.insert(job);
-  pool_.AddJob(job,
-               JobConfig{p.executable, working_dir, p.info.ld_library_path(), p.info.namespace_()});
+  pool_.AddJob(job, JobConfig{p.executable,
+                              working_dir,
+                              p.info.ld_library_path(),
+                              p.info.namespace_(),
+                              {p.info.env_vars().begin(), p.info.env_vars().end()}});
   ScheduleLeases();
 }
 
@@ -359,7 +481,11 @@ void NodeManager::ReportResources() {
   const ResourceSet& available = resources_.available();
   uint32_t infeasible = 0;
   for (const auto& id : infeasible_) infeasible += leases_.count(id) > 0 ? 1 : 0;
-  if (available == reported_available_ && infeasible == reported_infeasible_) return;
+  // Totals change with placement group bundles committed or given back here.
+  const bool total_changed = !(resources_.total() == reported_total_);
+  if (available == reported_available_ && infeasible == reported_infeasible_ && !total_changed) {
+    return;
+  }
   reported_available_ = available;
   reported_infeasible_ = infeasible;
   view_.SetLocalAvailable(available);
@@ -368,6 +494,11 @@ void NodeManager::ReportResources() {
   report.set_version(++report_version_);
   available.ToProto(report.mutable_available());
   report.set_infeasible_leases(infeasible);
+  if (total_changed) {
+    reported_total_ = resources_.total();
+    reported_total_.ToProto(report.mutable_total());
+    report.set_total_changed(true);
+  }
   if (head_ && !head_->closed()) rpc::Notify<proto::REPORT_RESOURCES>(*head_, report);
 }
 

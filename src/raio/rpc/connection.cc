@@ -267,7 +267,8 @@ void Connection::OnCallTimeout(uint64_t id) {
   Complete(call, absl::DeadlineExceededError("no reply from " + peer_name_ + " in time"));
 }
 
-void Connection::SendOneWay(uint32_t method, const google::protobuf::MessageLite& message) {
+void Connection::SendOneWay(uint32_t method, const google::protobuf::MessageLite& message,
+                            bool flush_now) {
   absl::StatusOr<uint32_t> body = BodyBytes(&message, 0, 0);
   if (!body.ok()) {
     RAIO_LOG_ERROR("not sending a one-way frame to {}: {}", peer_name_, body.status().message());
@@ -278,7 +279,7 @@ void Connection::SendOneWay(uint32_t method, const google::protobuf::MessageLite
     raio::MutexLock lock(&mu_);
     if (closed_) return;
     AppendFrameLocked(FrameKind::kOneWay, method, 0, &message, *body, {}, {});
-    KickWriteLocked(/*flush_now=*/false, &released);
+    KickWriteLocked(flush_now, &released);
   }
   DropReleased(std::move(released));
 }

@@ -127,8 +127,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
                 std::span<char> tail_buffer, TailedReplyCallback callback,
                 std::optional<std::chrono::milliseconds> timeout = std::nullopt,
                 std::string_view suffix = {});
-  // Sends a frame that expects no reply.
-  void SendOneWay(uint32_t method, const google::protobuf::MessageLite& message);
+  // Sends a frame that expects no reply. `flush_now`: as for Reply (a last word before
+  // Close, which drops what is still queued, must be written at once).
+  void SendOneWay(uint32_t method, const google::protobuf::MessageLite& message,
+                  bool flush_now = false);
   // `flush_now`: write at once even on the loop thread instead of coalescing with the rest
   // of this batch (a worker replying after a long task must not wait for the next one).
   void Reply(const FrameHeader& request, const google::protobuf::MessageLite& reply,

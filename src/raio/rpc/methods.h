@@ -18,6 +18,7 @@
 #include "raio/head.pb.h"
 #include "raio/node.pb.h"
 #include "raio/owner.pb.h"
+#include "raio/placement_group.pb.h"
 #include "raio/rpc.pb.h"
 #include "raio/task.pb.h"
 
@@ -101,6 +102,18 @@ inline std::optional<std::chrono::milliseconds> DefaultDeadline(const MethodInfo
   X(STAT_PACKAGE, StatPackageRequest, StatPackageReply, kUnary, true, kControl)                    \
   X(UPLOAD_PACKAGE_CHUNK, UploadPackageChunkRequest, Empty, kUnary, false, kControl)               \
   X(FETCH_PACKAGE_CHUNK, FetchPackageChunkRequest, FetchPackageChunkReply, kUnary, true, kControl) \
+  /* node failure */                                                                               \
+  X(HEALTH_CHECK, Empty, Empty, kUnary, true, kControl)                                            \
+  X(NODE_REMOVED, NodeRemovedNotice, Empty, kOneWay, true, kControl)                               \
+  /* placement groups */                                                                           \
+  X(CREATE_PLACEMENT_GROUP, PlacementGroupSpec, PlacementGroupInfo, kUnary, false, kControl)       \
+  X(WAIT_PLACEMENT_GROUP, WaitPlacementGroupRequest, PlacementGroupInfo, kUnary, true, kWaits)     \
+  X(REMOVE_PLACEMENT_GROUP, PlacementGroupRequest, Empty, kUnary, true, kControl)                  \
+  X(GET_PLACEMENT_GROUP, PlacementGroupRequest, PlacementGroupInfo, kUnary, true, kControl)        \
+  X(LIST_PLACEMENT_GROUPS, Empty, PlacementGroupList, kUnary, true, kControl)                      \
+  X(PREPARE_BUNDLES, BundlesRequest, Empty, kUnary, false, kControl)                               \
+  X(COMMIT_BUNDLES, BundlesRequest, Empty, kUnary, true, kControl)                                 \
+  X(CANCEL_BUNDLES, BundlesRequest, Empty, kUnary, true, kControl)                                 \
   /* workers */                                                                                    \
   X(PUSH_TASK, PushTaskRequest, PushTaskReply, kUnary, false, kWaits)                              \
   X(PUSH_ACTOR_TASK, PushActorTaskRequest, PushTaskReply, kUnary, false, kWaits)                   \

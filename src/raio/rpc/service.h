@@ -242,10 +242,11 @@ absl::StatusOr<typename MethodTraits<M>::Reply> CallSync(
   return reply;
 }
 
-// Sends a one-way frame of method M.
+// Sends a one-way frame of method M (`flush_now`: see Connection::SendOneWay).
 template <proto::Method M>
-void Notify(Connection& conn, const typename MethodTraits<M>::Request& request) {
-  conn.SendOneWay(M, request);
+void Notify(Connection& conn, const typename MethodTraits<M>::Request& request,
+            bool flush_now = false) {
+  conn.SendOneWay(M, request, flush_now);
 }
 
 }  // namespace raio::rpc

@@ -102,7 +102,7 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, absl::StatusOr<proto::ActorI
     queue.swap(actor.queue);
     for (auto& call : actor.lost) queue.push_back(call);
     actor.lost.clear();
-    for (auto& call : queue) Fail(call, why, proto::NODE_DIED);
+    for (auto& call : queue) Fail(call, why, proto::CLUSTER_UNAVAILABLE);
     return;
   }
   if (!parsed) {
@@ -121,6 +121,7 @@ void ActorSubmitter::OnActorInfo(const ActorId& id, absl::StatusOr<proto::ActorI
       return;
     }
     actor.conn = *conn;
+    actor.node_id = info.node_id();
     actor.incarnation = info.incarnation();
     actor.max_task_retries = info.max_task_retries();
     actor.state = Actor::State::kAlive;
@@ -256,6 +257,16 @@ void ActorSubmitter::OnKilled(const ActorId& id) {
   actor.state = Actor::State::kResolving;
   actor.conn.reset();
   if (!actor.waiting) WaitForActor(actor, actor.incarnation + 1);
+}
+
+void ActorSubmitter::OnNodeRemoved(const std::string& node_id_hex) {
+  for (auto& [id, actor] : actors_) {
+    if (actor.state != Actor::State::kAlive || actor.node_id != node_id_hex || !actor.conn)
+      continue;
+    // The close fails its calls in flight (asynchronously: the callbacks take mu_), and
+    // the actor then waits for its next incarnation, as after a crash of its process.
+    actor.conn->Close(absl::UnavailableError(absl::StrCat("node ", node_id_hex, " died")));
+  }
 }
 
 std::string ActorSubmitter::LostInRestart(const ActorId& id, const Call& call,

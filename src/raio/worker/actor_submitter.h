@@ -49,6 +49,10 @@ class ActorSubmitter {
   // The node has ended the actor's process (Kill): calls submitted from now on wait for
   // its next incarnation (or its death) instead of going to the dying process.
   void OnKilled(const ActorId& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Node `node_id_hex` died: the connections to the actors that ran there are closed (a
+  // process of a node cut off or paused may still answer; the head restarts the actor
+  // elsewhere), so that their calls follow the next incarnation.
+  void OnNodeRemoved(const std::string& node_id_hex) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  private:
   struct Call {
@@ -69,7 +73,8 @@ class ActorSubmitter {
     int max_task_retries = 0;
     std::string death_cause;
     std::shared_ptr<rpc::Connection> conn;
-    std::deque<std::shared_ptr<Call>> queue;              // not yet sent
+    std::string node_id;                      // hex id of the node its current incarnation runs on
+    std::deque<std::shared_ptr<Call>> queue;  // not yet sent
     std::map<uint64_t, std::shared_ptr<Call>> in_flight;  // by sequence
     // Calls lost with the process and not retryable: failed once the node says whether
     // the actor is dead (with its cause) or restarted.

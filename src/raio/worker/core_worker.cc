@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -10,6 +11,7 @@
 #include "raio/common/config.h"
 #include "raio/common/labels.h"
 #include "raio/common/logging.h"
+#include "raio/common/placement_resources.h"
 #include "raio/common/resources.h"
 #include "raio/errors.h"
 #include "raio/internal/returns.h"
@@ -21,9 +23,20 @@ namespace raio::worker {
 
 namespace {
 thread_local bool tls_executing_task = false;
-}
+thread_local std::string tls_capturing_pg;
+}  // namespace
 
 void CoreWorker::SetExecutingTask(bool executing) { tls_executing_task = executing; }
+void CoreWorker::SetCapturingPlacementGroup(std::string pg_hex) {
+  tls_capturing_pg = std::move(pg_hex);
+}
+const std::string& CoreWorker::CapturingPlacementGroup() { return tls_capturing_pg; }
+
+absl::StatusOr<std::string> CoreWorker::CallNode(proto::Method method,
+                                                 const google::protobuf::MessageLite& request,
+                                                 std::optional<std::chrono::milliseconds> timeout) {
+  return rpc::CallSync(*node_, method, request, timeout);
+}
 
 namespace {
 std::shared_ptr<rpc::ConnectionFactory> FactoryFor(const CoreWorker::Options& options) {
@@ -54,6 +67,10 @@ CoreWorker::CoreWorker(Options options, EventLoop& loop, std::shared_ptr<rpc::Co
   node_notices_.Handle<proto::LEASE_INFEASIBLE>(
       [this](const rpc::Responder<proto::LEASE_INFEASIBLE>&,
              const proto::LeaseInfeasibleNotice& notice) { OnLeaseInfeasible(notice); });
+  node_notices_.Handle<proto::NODE_REMOVED>(
+      [this](const rpc::Responder<proto::NODE_REMOVED>&, const proto::NodeRemovedNotice& notice) {
+        OnNodeRemoved(notice);
+      });
   pool_.OnClose([this](const std::shared_ptr<rpc::Connection>& conn, const absl::Status&) {
     OnPooledConnectionClosed(conn);
   });
@@ -92,6 +109,43 @@ void CoreWorker::SetStrategy(const std::string& function_name, const SchedulingS
   }
 }
 
+template <typename CallOptions, typename Spec>
+bool CoreWorker::SetPlacementGroup(const std::string& function_name, const CallOptions& options,
+                                   ResourceSet* demand, Spec* spec) {
+  std::string pg_hex = options.placement_group_id;
+  int bundle_index = options.placement_bundle_index;
+  const bool other_placement = options.strategy.kind() != SchedulingStrategy::Kind::kDefault ||
+                               !options.label_selector.empty();
+  if (!pg_hex.empty() && other_placement) {
+    throw InvalidUsageError(absl::StrCat(
+        function_name, ": SetPlacementGroup cannot be combined with SetSchedulingStrategy ",
+        "(SPREAD, NodeAffinity) or SetLabelSelector: the bundle decides the node"));
+  }
+  if (pg_hex.empty() && !other_placement && !CapturingPlacementGroup().empty()) {
+    pg_hex = CapturingPlacementGroup();  // the parent captures its children
+    bundle_index = -1;
+  }
+  if (pg_hex.empty()) return false;
+  std::optional<PlacementGroupId> pg = PlacementGroupIdFromHex(pg_hex);
+  if (!pg) {
+    throw InvalidUsageError(absl::StrCat(function_name, ": SetPlacementGroup: '", pg_hex,
+                                         "' is not a placement group id"));
+  }
+  if (!options.placement_bundles.empty()) {
+    std::string why =
+        DemandFitsBundles(*demand, options.placement_bundles, std::max(bundle_index, 0), pg_hex);
+    if (!why.empty()) throw InvalidUsageError(absl::StrCat(function_name, ": ", why));
+  }
+  *demand = PlacementDemand(*demand, *pg, bundle_index);
+  spec->set_placement_group_id(pg->Binary());
+  spec->set_placement_bundle_index(bundle_index);
+  return true;
+}
+template bool CoreWorker::SetPlacementGroup(const std::string&, const internal::TaskOptions&,
+                                            ResourceSet*, proto::TaskSpec*);
+template bool CoreWorker::SetPlacementGroup(const std::string&, const internal::ActorOptions&,
+                                            ResourceSet*, proto::ActorSpec*);
+
 template void CoreWorker::SetStrategy(const std::string&, const SchedulingStrategy&,
                                       const std::map<std::string, std::string>&, proto::TaskSpec*);
 template void CoreWorker::SetStrategy(const std::string&, const SchedulingStrategy&,
@@ -102,6 +156,22 @@ void CoreWorker::OnLeaseInfeasible(const proto::LeaseInfeasibleNotice& notice) {
   if (shut_down_) return;
   submitter_.AssertHeld();
   submitter_.OnLeaseInfeasible(notice);
+}
+
+void CoreWorker::OnNodeRemoved(const proto::NodeRemovedNotice& notice) {
+  OutboxLock lock(&mu_, &outbox_);
+  if (shut_down_) return;
+  if (notice.node_id() == options_.node_id_hex) {
+    // This process's own node lost the cluster; its connection closes next.
+    node_lost_cause_ = notice.cause();
+    submitter_.AssertHeld();
+    submitter_.OnOwnNodeLost(notice.cause());
+    return;
+  }
+  submitter_.AssertHeld();
+  submitter_.OnNodeRemoved(notice);
+  actor_submitter_.AssertHeld();
+  actor_submitter_.OnNodeRemoved(notice.node_id());
 }
 
 void CoreWorker::OnNodeRequest(const std::shared_ptr<rpc::Connection>& conn,
@@ -159,9 +229,10 @@ void CoreWorker::Shutdown() {
 void CoreWorker::OnNodeLost(const std::string& why) {
   OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) return;
-  node_lost_ = why;
+  // The node said why before it closed (it lost the cluster), or it just went away.
+  node_lost_ = !node_lost_cause_.empty() ? node_lost_cause_ : "the node daemon is gone: " + why;
   submitter_.AssertHeld();
-  submitter_.FailAll("the node daemon is gone: " + why);
+  submitter_.FailAll(node_lost_);
   ready_cv_.SignalAll();
 }
 
@@ -239,7 +310,11 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   const bool default_demand = options.resources.size() == 1 &&
                               options.resources.begin()->first == "CPU" &&
                               options.resources.begin()->second == 1.0;
-  if (!default_demand) demand->ToProto(spec->mutable_resources());
+  const bool in_group = SetPlacementGroup(function_name, options, &*demand, spec);
+  if (in_group) {
+    spec->set_placement_group_capture_child_tasks(options.placement_group_capture_child_tasks);
+  }
+  if (!default_demand || in_group) demand->ToProto(spec->mutable_resources());
   if (options.num_returns > 1) spec->set_num_returns(static_cast<uint32_t>(options.num_returns));
   SetStrategy(function_name, options.strategy, options.label_selector, spec);
   task->num_returns = options.num_returns;
@@ -251,7 +326,7 @@ ObjectId CoreWorker::SubmitTask(const std::string& function_name,
   std::vector<RefArg> ref_args = SplitArgs(args, spec->mutable_args());
   OutboxLock lock(&mu_, &outbox_);
   if (shut_down_) throw InvalidUsageError("raio is shut down");
-  if (!node_lost_.empty()) throw ClusterUnavailableError("the node daemon is gone: " + node_lost_);
+  if (!node_lost_.empty()) throw ClusterUnavailableError(node_lost_);
   TaskId task_id = MakeTaskId(options_.worker_id, next_task_seq_++);
   spec->set_task_id(task_id.Binary());  // caller_address: added to each push (TaskSubmitter)
   task->task_id = task_id;
@@ -329,8 +404,9 @@ bool CoreWorker::WaitForCompletionLocked(std::chrono::steady_clock::time_point s
   return ready_cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline;
 }
 
-internal::ValueView CoreWorker::Get(const ObjectId& id,
-                                    std::optional<std::chrono::microseconds> timeout) {
+internal::ValueView CoreWorker::GetWithRecovery(const ObjectId& id,
+                                                std::optional<std::chrono::microseconds> timeout,
+                                                int recoveries) {
   if (id.IsNil()) throw ObjectLostError("Get on a nil ObjectRef");
   absl::Time deadline = timeout ? absl::Now() + absl::FromChrono(*timeout) : absl::InfiniteFuture();
   auto spin_until = std::chrono::steady_clock::now() +
@@ -391,24 +467,35 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
     o->set_object_id(id.Binary());
     *o->mutable_sources() = locations;
     absl::Status s = PullAndReport(req, {owner_address});
-    if (s.ok()) return;
+    if (s.ok()) return false;
     if (s.code() == absl::StatusCode::kResourceExhausted) {
       throw ObjectStoreFullError(std::string(s.message()));
     }
+    // Its copies' node may be dying: once declared dead, the object is made again (or its
+    // owner says where it is now).
+    if (recoveries < kMaxGetRecoveries && AwaitRecovery(id, locations, deadline)) return true;
     throw ObjectLostError(
         absl::StrCat("object ", id.Hex(), ", owned by ",
                      owner_address.empty() ? "this process" : DescribeOwner(owner_address),
                      ", could not be fetched from any node holding a copy: ", s.message()));
   };
+  auto again = [&] {
+    std::optional<std::chrono::microseconds> left;
+    if (timeout) {
+      left = std::max(std::chrono::microseconds(0),
+                      absl::ToChronoMicroseconds(deadline - absl::Now()));
+    }
+    return GetWithRecovery(id, left, recoveries + 1);
+  };
   bool pulled = false;
   if (remote_copies && NeedsPull(locations)) {
-    pull();
+    if (pull()) return again();
     pulled = true;
   }
   auto view = store_->Get(id);
   if (!view.ok() && view.status().code() == absl::StatusCode::kNotFound && remote_copies &&
       !pulled) {
-    pull();
+    if (pull()) return again();
     view = store_->Get(id);
   }
   if (!view.ok()) {
@@ -430,6 +517,32 @@ internal::ValueView CoreWorker::Get(const ObjectId& id,
                                              ", freed it or exited)")));
   }
   return *view;
+}
+
+bool CoreWorker::AwaitRecovery(const ObjectId& id,
+                               const google::protobuf::RepeatedPtrField<proto::Address>& locations,
+                               absl::Time deadline) {
+  const absl::Time bound =
+      std::min(deadline, absl::Now() + absl::FromChrono(worker::NodeDeathBound()));
+  OutboxLock lock(&mu_, &outbox_);
+  auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ObjectEntry* e = objects_.Find(id);
+    if (e == nullptr || shut_down_ || !e->ready || e->error) return true;
+    if (static_cast<int>(e->locations.size()) != locations.size()) return true;
+    for (int i = 0; i < locations.size(); ++i) {
+      if (e->locations[i].node_id() != locations[i].node_id()) return true;
+    }
+    return false;
+  };
+  while (!changed()) {
+    if (ready_cv_.WaitWithDeadline(&mu_, bound) || absl::Now() >= bound) break;
+  }
+  if (ObjectEntry* e = objects_.Find(id); e != nullptr && !changed() && e->borrowed) {
+    // Nothing heard here of the copies' node: its owner may know better.
+    objects_.Reset(id);
+    e->fetch_requested = false;
+  }
+  return absl::Now() < deadline;
 }
 
 std::vector<bool> CoreWorker::Wait(const std::vector<ObjectId>& ids, int num_objects,
@@ -513,6 +626,8 @@ void CoreWorker::ThrowError(const proto::ErrorInfo& e, const ObjectId& id) {
     case proto::SERIALIZATION:
       throw SerializationError(e.message());
     case proto::NODE_DIED:
+      throw NodeDiedError(e.message());
+    case proto::CLUSTER_UNAVAILABLE:
       throw ClusterUnavailableError(e.message());
     case proto::OBJECT_STORE_FULL:
       throw ObjectStoreFullError(e.message());

@@ -100,7 +100,13 @@ class CoreWorker {
                                                           uint32_t attempt);
   // Where this process's owner service is (valid after StartOwnerService).
   const proto::Address& owner_address() const { return caller_address_; }
-  internal::ValueView Get(const ObjectId& id, std::optional<std::chrono::microseconds> timeout);
+  // Blocks until `id` is ready (or `timeout`). An in-store copy that cannot be fetched
+  // from any node listed for it is waited for again, up to kMaxGetRecoveries times: its
+  // node is being declared dead and the object made again from its lineage (an owned
+  // object), or its owner asked again (a borrowed one).
+  internal::ValueView Get(const ObjectId& id, std::optional<std::chrono::microseconds> timeout) {
+    return GetWithRecovery(id, timeout, 0);
+  }
   std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
                          std::optional<std::chrono::microseconds> timeout);
   void AddLocalReference(const ObjectId& id);
@@ -116,6 +122,17 @@ class CoreWorker {
   absl::Status PullAndReport(const proto::PullObjectsRequest& request,
                              const std::vector<std::string>& owners);
 
+  internal::ValueView GetWithRecovery(const ObjectId& id,
+                                      std::optional<std::chrono::microseconds> timeout,
+                                      int recoveries);
+  // A Get could not fetch `id` from `locations`: waits until its entry changes (made
+  // pending again, failed, new copies) or NodeDeathBound() passes (then a borrowed entry
+  // is asked of its owner again). False when the Get's deadline passed first.
+  bool AwaitRecovery(const ObjectId& id,
+                     const google::protobuf::RepeatedPtrField<proto::Address>& locations,
+                     absl::Time deadline);
+  static constexpr int kMaxGetRecoveries = 3;
+
   // The node connection closed: fail everything pending; later calls throw.
   void OnNodeLost(const std::string& why);
   // Puts `strategy` (when not DEFAULT) and `label_selector` into `spec` (a TaskSpec or an
@@ -124,13 +141,36 @@ class CoreWorker {
   template <typename Spec>
   static void SetStrategy(const std::string& function_name, const SchedulingStrategy& strategy,
                           const std::map<std::string, std::string>& label_selector, Spec* spec);
+  // Puts `spec` (a TaskSpec or an ActorSpec) in the placement group `options` name (task or
+  // actor options), else, when they ask for no other placement, in the group the task
+  // running on this thread captures its children into (as Ray); `demand` becomes the
+  // bundle's renamed resources. Throws InvalidUsageError naming `function_name` for a
+  // malformed group id, a demand no bundle of it can meet, or a group named together with
+  // SPREAD, a node affinity or a label selector (the bundle decides the node: such work
+  // would wait forever). Returns whether the spec went into a group.
+  template <typename CallOptions, typename Spec>
+  static bool SetPlacementGroup(const std::string& function_name, const CallOptions& options,
+                                ResourceSet* demand, Spec* spec);
   // The node keeps a lease request of ours that no node can meet now (LEASE_INFEASIBLE).
   void OnLeaseInfeasible(const proto::LeaseInfeasibleNotice& notice);
+  // A node left the cluster (NODE_REMOVED): leases there are dropped, tasks retried.
+  void OnNodeRemoved(const proto::NodeRemovedNotice& notice);
   // Requests the node sends on a driver's node connection (its notices); for the
   // connection's request handler.
   void OnNodeRequest(const std::shared_ptr<rpc::Connection>& conn, const rpc::FrameHeader& h,
                      std::string_view body);
   const std::string& node_id_hex() const { return options_.node_id_hex; }
+  JobId job_id() const { return options_.job_id; }
+  const std::string& default_namespace() const { return options_.default_namespace; }
+  // One request to the local node, blocking for its reply body (placement groups; never on
+  // the loop thread). `timeout` nullopt: as long as the connection lives.
+  absl::StatusOr<std::string> CallNode(proto::Method method,
+                                       const google::protobuf::MessageLite& request,
+                                       std::optional<std::chrono::milliseconds> timeout);
+  // The placement group (hex id, bundle -1) that tasks submitted on this thread go into
+  // when they name none: set while a task whose spec captures its children runs here.
+  static void SetCapturingPlacementGroup(std::string pg_hex);
+  static const std::string& CapturingPlacementGroup();
   // Stops submitting, closes worker connections. Idempotent.
   void Shutdown();
 
@@ -229,6 +269,8 @@ class CoreWorker {
   // their own owner service.
   std::map<WorkerId, std::shared_ptr<rpc::Connection>> borrower_watches_ ABSL_GUARDED_BY(mu_);
   std::string node_lost_ ABSL_GUARDED_BY(mu_);
+  // Why this process's node lost the cluster, when it said so (NODE_REMOVED naming itself).
+  std::string node_lost_cause_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

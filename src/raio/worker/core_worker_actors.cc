@@ -1,7 +1,10 @@
 // CoreWorker, part three: the actor API (creation, calls, kill, lookup by name).
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
 #include "raio/common/logging.h"
+#include "raio/common/placement_resources.h"
 #include "raio/common/resources.h"
 #include "raio/errors.h"
 #include "raio/internal/returns.h"
@@ -83,8 +86,9 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
   spec->set_actor_id(id.Binary());
   spec->set_factory_name(factory_name);
   spec->set_class_name(class_name);
-  SetStrategy(absl::StrCat("raio::Actor(", factory_name, ")"), options.strategy,
-              options.label_selector, spec);
+  const std::string call = absl::StrCat("raio::Actor(", factory_name, ")");
+  SetStrategy(call, options.strategy, options.label_selector, spec);
+  SetPlacementGroup(call, options, &*resources, spec);
   std::vector<ObjectId> held;  // factory arguments are copied inline: restarts reuse them
   ResolveArgsBlocking(args, spec->mutable_args(), &held);
   resources->ToProto(spec->mutable_resources());
@@ -115,7 +119,8 @@ ActorId CoreWorker::CreateActor(const std::string& factory_name, const std::stri
       case absl::StatusCode::kAlreadyExists:
       case absl::StatusCode::kInvalidArgument:
         throw InvalidUsageError("raio::Actor: " + message);
-      case absl::StatusCode::kResourceExhausted:
+      case absl::StatusCode::kResourceExhausted:  // no node can ever hold it
+      case absl::StatusCode::kNotFound:           // its placement group is gone
         throw UnschedulableError(message);
       default:
         throw ClusterUnavailableError("cannot create the actor: " + message);

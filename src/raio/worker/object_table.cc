@@ -60,6 +60,17 @@ std::vector<TaskId> ObjectTable::SetError(const ObjectId& id,
   return MarkReady(it);
 }
 
+void ObjectTable::Reset(const ObjectId& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  ObjectEntry& e = it->second;
+  e.ready = false;
+  e.in_store = false;
+  e.value = {};
+  e.error = nullptr;
+  e.locations.clear();
+}
+
 void ObjectTable::SetContained(const ObjectId& id, std::vector<ObjectId> contained) {
   auto it = objects_.find(id);
   if (it == objects_.end()) {

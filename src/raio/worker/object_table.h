@@ -28,6 +28,17 @@
 
 namespace raio::worker {
 
+struct Lineage;  // task_submitter.h
+
+// Why an owned in-store object has no lineage (ObjectEntry::lineage is null): what a loss
+// of its every copy reports.
+enum class NoLineage : uint8_t {
+  kNotATask,      // raio::Put, or an actor call's result (never re-run)
+  kNoRetries,     // its task had no retries left (max_retries)
+  kContainsRefs,  // its value holds ObjectRefs (their borrows are not replayed)
+  kListArgument,  // its task took a std::vector of ObjectRefs with in-store elements
+};
+
 struct ObjectEntry {
   bool ready = false;
   internal::ValueView value;  // ready with an inline value
@@ -61,6 +72,11 @@ struct ObjectEntry {
     int count = 0;
   };
   std::map<std::pair<WorkerId, ObjectId>, OnBehalf> on_behalf;
+  // Owned objects in the store made by a task: how to make the value again when every
+  // copy is lost with its node (TaskSubmitter::Reconstruct), shared by the task's returns;
+  // or why there is none.
+  std::shared_ptr<Lineage> lineage;
+  NoLineage no_lineage = NoLineage::kNotATask;
 };
 
 // Adds node `node` to `e`'s locations unless listed (by node id); false when it was.
@@ -94,6 +110,9 @@ class ObjectTable {
   std::vector<TaskId> SetValue(const ObjectId& id, internal::ValueView value);
   std::vector<TaskId> SetInStore(const ObjectId& id);
   std::vector<TaskId> SetError(const ObjectId& id, std::shared_ptr<const proto::ErrorInfo> e);
+  // Makes a ready object pending again (its every copy was lost and its task runs again):
+  // value, error and locations are dropped, references and lineage kept. No-op if absent.
+  void Reset(const ObjectId& id);
   // Records refs held by the object's value (each already counted once for it); if the
   // object is gone, releases them.
   void SetContained(const ObjectId& id, std::vector<ObjectId> contained);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
+#include "raio/common/ids.h"
 #include "raio/common/logging.h"
 #include "raio/common/process.h"
 #include "raio/errors.h"
@@ -83,6 +84,10 @@ void TaskExecutor::RegisterHandlers() {
       [this](const rpc::Responder<proto::LEASE_INFEASIBLE>&,
              const proto::LeaseInfeasibleNotice& notice) {
         if (core_ != nullptr) core_->OnLeaseInfeasible(notice);
+      });
+  node_service_.Handle<proto::NODE_REMOVED>(
+      [this](const rpc::Responder<proto::NODE_REMOVED>&, const proto::NodeRemovedNotice& notice) {
+        if (core_ != nullptr) core_->OnNodeRemoved(notice);
       });
   node_service_.Handle<proto::CREATE_ACTOR_INSTANCE>(
       [this](const rpc::Responder<proto::CREATE_ACTOR_INSTANCE>& r,
@@ -376,6 +381,9 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
              "",
              absl::StrCat("cannot read an argument of ", spec.function_name(), ": ",
                           v.status().message()));
+        // Its owner may make it again (lineage) and run this task again.
+        if (reply.error().type() == proto::OBJECT_LOST)
+          reply.mutable_error()->set_argument_lost(true);
         break;
       }
       args.push_back(std::move(*v));
@@ -386,6 +394,10 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
       // threads) run several at once, so they leave it alone.
       const bool mark = running_ && pool_.empty();
       if (mark) running_->Set(spec.task_id());
+      if (spec.placement_group_capture_child_tasks()) {
+        CoreWorker::SetCapturingPlacementGroup(
+            PlacementGroupId::FromBinary(spec.placement_group_id()).Hex());
+      }
       try {
         // ObjectRefs packed into the result: make the task's owner a borrower of each
         // while the ref still exists here, so they outlive this worker's references.
@@ -437,6 +449,7 @@ void TaskExecutor::Execute(const std::shared_ptr<rpc::Connection>& conn, const r
       }
       if (mark) running_->Clear();
       CoreWorker::SetExecutingTask(false);
+      CoreWorker::SetCapturingPlacementGroup("");
     }
   }
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -

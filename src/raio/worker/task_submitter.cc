@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "raio/common/config.h"
+#include "raio/common/placement_resources.h"
 #include "raio/common/logging.h"
 #include "raio/internal/returns.h"
 #include "raio/node.pb.h"
@@ -107,11 +108,16 @@ void TaskSubmitter::Submit(std::shared_ptr<TaskEntry> task, const ResourceSet& d
   t->cls = cls.get();
   const TaskId id = t->task_id;
   tasks_[id] = std::move(task);
+  ResolveOrEnqueue(t, std::move(ref_args));
+}
+
+void TaskSubmitter::ResolveOrEnqueue(TaskEntry* t, std::vector<RefArg> ref_args) {
   if (ref_args.empty()) {
     Enqueue(t);
     return;
   }
   t->resolving = true;
+  const TaskId id = t->task_id;
   resolver_.Resolve(id, t->request.spec().function_name(), std::move(ref_args),
                     [this, id](ResolvedArgs resolved)
                         ABSL_NO_THREAD_SAFETY_ANALYSIS { OnResolved(id, std::move(resolved)); });
@@ -290,102 +296,17 @@ void TaskSubmitter::OnPushReply(const TaskId& id, const std::shared_ptr<LeaseSta
   t->pushed_to.reset();
   double us = static_cast<double>(reply->exec_duration_us());
   cls->mean_exec_us = cls->mean_exec_us < 0 ? us : 0.8 * cls->mean_exec_us + 0.2 * us;
+  if (reply->has_error() && reply->error().argument_lost() && RecoverArguments(t)) {
+    Dispatch(cls);  // it runs again once its lost argument is made again
+    return;
+  }
   ObjectId return_id = t->return_id;
   int num_returns = t->num_returns;
+  std::shared_ptr<Lineage> lineage = MakeLineage(*t, *reply);  // before its args go
   ReleaseTask(t);
   FinishFromReply(return_id, *reply, num_returns);
+  if (lineage) AttachLineage(lineage);
   Dispatch(cls);
-}
-
-void TaskSubmitter::OnFailureCause(const std::shared_ptr<LeaseState>& lease,
-                                   absl::StatusOr<proto::WorkerFailureCause> reply) {
-  OutboxLock lock(&mu_, &outbox_);
-  if (shut_down_) return;
-  // No answer in time (or an old node): a plain crash.
-  proto::WorkerFailureCause cause = reply.ok() ? std::move(*reply) : proto::WorkerFailureCause();
-  lease->failure_cause = cause;
-  std::vector<std::pair<TaskEntry*, std::string>> failed;
-  for (auto& [id, why] : std::exchange(lease->awaiting_cause, {})) {
-    TaskEntry* t = FindTask(id);
-    if (t == nullptr) continue;  // completed meanwhile (FailAll)
-    if (t->pushed_to != lease) continue;
-    failed.emplace_back(t, std::move(why));
-  }
-  std::sort(failed.begin(), failed.end(),
-            [](const auto& a, const auto& b) { return a.first->push_seq < b.first->push_seq; });
-  // Re-queued at the front newest first, so that they keep their order.
-  std::set<SchedulingClass*> classes;
-  for (auto it = failed.rbegin(); it != failed.rend(); ++it) {
-    bool was_running = WasRunning(*lease, cause, *it->first, /*oldest=*/it + 1 == failed.rend());
-    classes.insert(it->first->cls);
-    RetryOrFail(it->first, cause, it->second, was_running);
-  }
-  if (!failed.empty()) lease->crash_charged = true;
-  for (SchedulingClass* cls : classes) Dispatch(cls);
-}
-
-bool TaskSubmitter::WasRunning(const LeaseState& lease, const proto::WorkerFailureCause& cause,
-                               const TaskEntry& t, bool oldest) {
-  if (lease.crash_charged) return false;  // already found, or we ended the worker (Cancel)
-  // The node read which task the worker had started ("" between tasks).
-  if (cause.running_task_known()) return t.request.spec().task_id() == cause.running_task_id();
-  // Unknown: the worker ran its tasks in push order, so the oldest unanswered one is the
-  // best guess (its reply may have been coalesced with a later task's and lost).
-  return oldest;
-}
-
-void TaskSubmitter::RetryOrFail(TaskEntry* t, const proto::WorkerFailureCause& cause,
-                                const std::string& why, bool was_running) {
-  const WorkerId worker = t->pushed_to ? t->pushed_to->worker : WorkerId();
-  // Where it died: its worker's node (another one than this process's after a spillback).
-  const std::string node =
-      t->pushed_to && !t->pushed_to->node_id_hex.empty() ? t->pushed_to->node_id_hex : node_id_hex_;
-  t->pushed_to.reset();
-  const std::string& fn = t->request.spec().function_name();
-  const bool oom = cause.kind() == proto::WorkerFailureCause::OUT_OF_MEMORY;
-  if (t->cancelled) {
-    Fail(t, MakeError(proto::TASK_CANCELLED, absl::StrCat(fn, " was cancelled"), fn, node_id_hex_));
-    return;
-  }
-  // The attempt number rises either way: registrations made on the caller's behalf by a
-  // dead attempt must not count for the next (see ObjectTable::AddBorrowerOnBehalf).
-  if (!was_running) {
-    ++t->attempt;
-    RAIO_LOG_DEBUG("worker {} died with {} queued on it; re-queued", worker.Hex(), fn);
-    t->cls->queue.push_front(t->task_id);
-    return;
-  }
-  ++t->crashes;
-  if (t->retries_left != 0) {  // negative: unlimited
-    if (t->retries_left > 0) --t->retries_left;
-    ++t->attempt;
-    if (oom) {
-      RAIO_LOG_WARN("{} ran out of memory: {}; retrying (attempt {})", fn, cause.message(),
-                    t->attempt);
-    } else {
-      RAIO_LOG_INFO("worker {} died running {}; retrying (attempt {})", worker.Hex(), fn,
-                    t->attempt);
-    }
-    t->cls->queue.push_front(t->task_id);
-    return;
-  }
-  const int attempts = t->crashes;
-  if (oom) {
-    Fail(t,
-         MakeError(proto::OUT_OF_MEMORY,
-                   absl::StrCat(fn, " ran out of memory on node ", node, ": ", cause.message(),
-                                "; ", attempts, attempts == 1 ? " attempt was" : " attempts were",
-                                " made and its retries ran out"),
-                   fn, node));
-  } else {
-    Fail(t,
-         MakeError(proto::WORKER_CRASHED,
-                   absl::StrCat(
-                       "the worker process running ", fn, " on node ", node, " died (",
-                       cause.kind() == proto::WorkerFailureCause::CRASHED ? cause.message() : why,
-                       ") and its ", attempts - 1, " retries ran out"),
-                   fn, node));
-  }
 }
 
 void TaskSubmitter::ReleaseTask(TaskEntry* t) {
@@ -463,6 +384,17 @@ void TaskSubmitter::FinishFromReply(const ObjectId& id, proto::PushTaskReply& r,
 void TaskSubmitter::Fail(TaskEntry* t, std::shared_ptr<const proto::ErrorInfo> error) {
   ObjectId id = t->return_id;
   int n = t->num_returns;
+  if (t->rebuilds && error && error->type() != proto::OBJECT_LOST &&
+      error->type() != proto::CLUSTER_UNAVAILABLE) {
+    // A re-run to make a lost result failed (its pinned node died, its retries ran out, it
+    // threw): the result stays lost, and says why.
+    auto lost = std::make_shared<proto::ErrorInfo>(*error);
+    lost->set_type(proto::OBJECT_LOST);
+    lost->set_message(
+        absl::StrCat("object ", id.Hex(), " was lost and could not be made again: ", "running ",
+                     t->request.spec().function_name(), " again failed: ", error->message()));
+    error = std::move(lost);
+  }
   ReleaseTask(t);
   FailReturns(id, n, std::move(error));
 }
@@ -539,6 +471,14 @@ void TaskSubmitter::SendLeaseRequest(SchedulingClass* cls, const LeaseId& id,
     *req->mutable_strategy() = cls->strategy;
   }
   req->mutable_label_selector()->insert(cls->label_selector.begin(), cls->label_selector.end());
+  for (const auto& [name, amount] : cls->demand.fixed()) {
+    // A demand renamed into a placement group's bundle (common/placement_resources.h).
+    if (name.find("_group_") == std::string::npos) continue;
+    if (auto parsed = ParseBundleResource(name)) {
+      req->set_placement_group_id(parsed->pg.Binary());
+      break;
+    }
+  }
   req->set_spillback_count(spillbacks);
   req->set_grant_or_reject(grant_or_reject);
   outbox_.Call<proto::REQUEST_WORKER_LEASE>(
@@ -580,15 +520,29 @@ void TaskSubmitter::OnLeaseReply(SchedulingClass* cls, const LeaseId& id,
       return;
     }
     FailQueued(
-        cls, proto::NODE_DIED,
+        cls, proto::CLUSTER_UNAVAILABLE,
         absl::StrCat("cannot lease a worker from the node daemon: ", reply.status().message()));
     return;
   }
   const proto::RequestWorkerLeaseReply& r = *reply;
   switch (r.result()) {
-    case proto::RequestWorkerLeaseReply::INFEASIBLE:
+    case proto::RequestWorkerLeaseReply::INFEASIBLE: {
+      // Pinned to a node that died: say so rather than that no node fits.
+      const proto::SchedulingStrategy& st = cls->strategy;
+      if (st.kind() == proto::SchedulingStrategy::NODE_AFFINITY && !st.soft()) {
+        auto dead = dead_nodes_.find(absl::BytesToHexString(st.node_id()));
+        if (dead != dead_nodes_.end()) {
+          FailQueued(cls, proto::NODE_DIED,
+                     absl::StrCat("node ", dead->first,
+                                  ", where its hard node affinity pins it, "
+                                  "died (",
+                                  dead->second, ")"));
+          return;
+        }
+      }
       FailQueued(cls, proto::UNSCHEDULABLE, r.message());
       return;
+    }
     case proto::RequestWorkerLeaseReply::WORKER_START_FAILED:
       FailQueued(cls, proto::WORKER_CRASHED, r.message());
       return;
@@ -759,19 +713,6 @@ std::string TaskSubmitter::DescribePending(const ObjectId& id) const {
                       t.cls->demand.ToString(),
                       " and no worker with them is free yet; `raio status` shows the demand); "
                       "it keeps waiting");
-}
-
-void TaskSubmitter::FailAll(const std::string& why) {
-  for (auto& [key, cls] : classes_) FailQueued(cls.get(), proto::NODE_DIED, why);
-  std::vector<TaskId> rest;
-  for (auto& [id, t] : tasks_) rest.push_back(id);
-  for (const TaskId& id : rest) {
-    TaskEntry* t = FindTask(id);
-    if (t == nullptr) continue;
-    if (t->resolving) resolver_.Cancel(id);
-    std::string fn = t->request.spec().function_name();
-    Fail(t, MakeError(proto::NODE_DIED, why, fn, node_id_hex_));
-  }
 }
 
 void TaskSubmitter::Shutdown() {

@@ -40,6 +40,33 @@ namespace raio::worker {
 struct LeaseState;
 struct SchedulingClass;
 
+// The lineage of a finished task whose results went to the object store: what it takes
+// to run it again when every copy of a result was lost with its node (lineage
+// reconstruction, as in Ray: Wang et al., NSDI 2021, section 4.3). Its return objects'
+// entries hold it (ObjectEntry::lineage), and so does the lineage of every task that took
+// one of them as an argument, so that a freed argument can be made again too. The owner
+// keeps at most config::max_lineage_bytes of specs: the oldest are evicted (`evicted`,
+// spec dropped), and their objects then fail with ObjectLostError saying so.
+struct Lineage {
+  proto::PushTaskRequest request;  // the resolved spec; in-store arguments by id
+  ResourceSet demand;
+  ObjectId return_id;  // the first of its returns
+  int num_returns = 1;
+  int runs_left = 0;     // re-runs allowed: its retries left (negative: unlimited)
+  uint32_t attempt = 0;  // the attempt number of its latest run
+  // Its in-store ObjectRef arguments (index into the spec's args, object id), and the
+  // lineage of each that this process owns (null for a Put, a borrowed object, ...).
+  std::vector<std::pair<int, ObjectId>> store_args;
+  std::vector<std::shared_ptr<Lineage>> arg_lineage;
+  std::size_t bytes = 0;  // counted in *total while not evicted
+  bool evicted = false;
+  bool rebuilding = false;             // a re-run is queued or in flight
+  std::shared_ptr<std::size_t> total;  // the owner's lineage bytes
+  ~Lineage() {
+    if (total && !evicted) *total -= bytes;
+  }
+};
+
 struct TaskEntry {
   TaskId task_id;
   // The spec does not change once the task is queued (its ObjectRef arguments are filled
@@ -59,6 +86,13 @@ struct TaskEntry {
   std::shared_ptr<LeaseState> pushed_to;  // the lease it is in flight on
   uint64_t push_seq = 0;                  // order of its push on that lease
   int crashes = 0;                        // times its worker died while running it
+  // Times it ran again because an in-store argument could not be read (its copies were
+  // lost with a node, and the argument was rebuilt meanwhile); at most kMaxArgRecoveries.
+  int arg_recoveries = 0;
+  std::unique_ptr<Timer> recovery_timer;  // waits for the node's death to be declared
+  bool awaiting_recovery = false;
+  // A re-run of a finished task (lineage reconstruction): the lineage it re-runs.
+  std::shared_ptr<Lineage> rebuilds;
 };
 
 struct LeaseState {
@@ -169,6 +203,22 @@ class TaskSubmitter {
   // first such notice per class is logged as a warning for the user.
   void OnLeaseInfeasible(const proto::LeaseInfeasibleNotice& notice)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A node left the cluster (NODE_REMOVED from this process's node): the leases whose
+  // worker runs there are dead (their connections are closed, so that their tasks are
+  // retried elsewhere within max_retries), and a task that runs out of retries there fails
+  // with NODE_DIED naming the node and `notice.cause()`.
+  void OnNodeRemoved(const proto::NodeRemovedNotice& notice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // This process's own node lost the cluster (its NODE_REMOVED naming itself, `cause`):
+  // it ends its workers and closes next, and a task whose worker it ended fails with
+  // CLUSTER_UNAVAILABLE saying so, not as a worker crash.
+  // Whether object `id`, owned here, can be made again if lost (it has lineage), and if
+  // not, why not (for errors and tests).
+  std::string DescribeLineage(const ObjectId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Bytes of lineage (task specs) this owner keeps now.
+  std::size_t lineage_bytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return *lineage_bytes_; }
+  void OnOwnNodeLost(const std::string& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    own_node_lost_ = cause;
+  }
   // Tells the thread-safety analysis that the caller holds the CoreWorker's mutex, which
   // this class knows by reference as `mu_` (the analysis cannot see the alias).
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) { mu_.AssertHeld(); }
@@ -226,6 +276,35 @@ class TaskSubmitter {
   void FailQueued(SchedulingClass* cls, proto::ErrorType type, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Lineage (task_submitter_lineage.cc). After task `t` succeeded with `reply`: keeps its
+  // lineage in its in-store returns' entries (or records why not). Called before its
+  // argument references are dropped.
+  std::shared_ptr<Lineage> MakeLineage(const TaskEntry& t, const proto::PushTaskReply& reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AttachLineage(const std::shared_ptr<Lineage>& lineage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Node `node_id_hex` died (`why`): its copies are dropped from every entry; an owned
+  // object left without a copy is made again from its lineage, or fails with OBJECT_LOST
+  // saying why it cannot be; a borrowed one is asked of its owner again.
+  void RecoverObjectsOn(const std::string& node_id_hex, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes owned object `id` (lost: no copy left) again by re-running its task, and its
+  // lost or freed arguments first, recursively. Fails it with OBJECT_LOST when it cannot.
+  void Reconstruct(const ObjectId& id, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a re-run of `lineage`'s task. False (nothing queued) when it cannot run again;
+  // `why_not` says why.
+  bool Rerun(const std::shared_ptr<Lineage>& lineage, const std::string& why, std::string* why_not)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker could not read an in-store argument of `t` (its reply's OBJECT_LOST with
+  // argument_lost): resolves its arguments again, once they are rebuilt, and runs it again.
+  // False when it has used its kMaxArgRecoveries (it then fails with the reply's error).
+  bool RecoverArguments(TaskEntry* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ResolveAgain(TaskEntry* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Resolves `ref_args` for `t` (then OnResolved), or queues it at once when it has none.
+  void ResolveOrEnqueue(TaskEntry* t, std::vector<RefArg> ref_args)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts the oldest lineage while more than config::max_lineage_bytes is kept.
+  void EvictLineage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   raio::Mutex& mu_;
   Outbox& outbox_;
   rpc::ConnectionPool& pool_;
@@ -244,6 +323,17 @@ class TaskSubmitter {
   std::string remote_task_suffix_;
   std::string remote_actor_suffix_;
   std::map<std::string, std::unique_ptr<SchedulingClass>> classes_ ABSL_GUARDED_BY(mu_);
+  // Nodes known to have died (hex id -> cause): from NODE_REMOVED, or a lease's node that
+  // could not be reached when asked why its worker died. The newest kMaxDeadNodes.
+  std::map<std::string, std::string> dead_nodes_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> dead_node_order_ ABSL_GUARDED_BY(mu_);
+  std::string own_node_lost_ ABSL_GUARDED_BY(mu_);  // OnOwnNodeLost's cause
+  // Kept lineage, oldest first (for eviction), and its size in bytes.
+  std::deque<std::weak_ptr<Lineage>> lineage_order_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<std::size_t> lineage_bytes_ = std::make_shared<std::size_t>(0);
+  std::size_t lineage_compact_at_ = 4096;
+  void RememberDeadNode(const std::string& node_id_hex, const std::string& cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every task not yet completed, by id (queues, leases and the resolver refer to tasks
   // by id; an id missing here is a task that completed). Shared with the outbox until
   // a push is sent. Open addressing: at 10,000s of tasks in flight its lookups (four per
@@ -259,6 +349,11 @@ class TaskSubmitter {
 std::shared_ptr<const proto::ErrorInfo> InlineArgumentsTooLarge(const std::string& what,
                                                                 const std::string& fn,
                                                                 std::size_t bytes);
+
+// How long the head takes at most to declare an unanswering node dead (health checks of
+// max(period, timeout), failure_threshold of them, and one period of slack): how long an
+// owner waits for a node's death before it takes a copy there for reachable again.
+std::chrono::milliseconds NodeDeathBound();
 
 // Builds an ErrorInfo.
 std::shared_ptr<const proto::ErrorInfo> MakeError(proto::ErrorType type, std::string message,

@@ -449,7 +449,7 @@ TEST_F(TaskSubmitterTest, AnIdleLeaseIsReturnedOnTimeWhileASiblingLeaseKeepsWork
   EXPECT_NE(ret_busy->request.lease_id(), idle_lease);
 }
 
-TEST_F(TaskSubmitterTest, ALostNodeConnectionFailsTheQueuedTasksWithNodeDied) {
+TEST_F(TaskSubmitterTest, ALostNodeConnectionFailsTheQueuedTasksWithClusterUnavailable) {
   const TaskId task = Submit("f");
   loop_.RunUntilIdle();
   auto lease = node_.Take<proto::REQUEST_WORKER_LEASE>();
@@ -457,7 +457,7 @@ TEST_F(TaskSubmitterTest, ALostNodeConnectionFailsTheQueuedTasksWithNodeDied) {
   lease->Drop();
   loop_.RunUntilIdle();
   EXPECT_THAT(Result(task),
-              HasSubstr("error NODE_DIED: cannot lease a worker from the node daemon"));
+              HasSubstr("error CLUSTER_UNAVAILABLE: cannot lease a worker from the node daemon"));
 }
 
 TEST_F(TaskSubmitterTest, ForceCancelOfARunningTaskKillsItsWorkerAndChargesNoRetry) {
@@ -481,6 +481,78 @@ TEST_F(TaskSubmitterTest, ForceCancelOfARunningTaskKillsItsWorkerAndChargesNoRet
   // Cancelled, not retried: no failure cause asked, no new lease.
   EXPECT_EQ(Result(task), "error TASK_CANCELLED: f was cancelled");
   EXPECT_THAT(node_.TakeLog(), ElementsAre("REQUEST_WORKER_LEASE", "KILL_LEASED_WORKER"));
+}
+
+// A reply whose value the worker put in the store of node `node` (8 bytes).
+proto::PushTaskReply StoredOn(const std::string& node) {
+  proto::PushTaskReply reply;
+  reply.set_in_store(true);
+  reply.mutable_stored_at()->set_node_id(node);
+  return reply;
+}
+
+// The node whose store held the result's only copy dies: the owner runs the task again
+// (next attempt, same id); Get waiters see it pending meanwhile, then the new copy.
+TEST_F(TaskSubmitterTest, AResultLostWithItsNodeIsMadeAgainByRerunningItsTask) {
+  FakeWorker& w1 = AddWorker("w1");
+  const TaskId task = Submit("f", /*max_retries=*/1);
+  loop_.RunUntilIdle();
+  node_.Take<proto::REQUEST_WORKER_LEASE>()->Ok(FakeNode::Granted(w1));
+  loop_.RunUntilIdle();
+  w1.Take<proto::PUSH_TASK>()->Ok(StoredOn("deadnode"));
+  loop_.RunUntilIdle();
+  {
+    OutboxLock lock(&mu_, &outbox_);
+    ASSERT_TRUE(objects_.Find(MakeObjectId(task, 1))->in_store);
+    submitter_.AssertHeld();
+    EXPECT_EQ(submitter_.DescribeLineage(MakeObjectId(task, 1)), "");
+    EXPECT_GT(submitter_.lineage_bytes(), 0u);
+    proto::NodeRemovedNotice notice;
+    notice.set_node_id(NodeId::FromBinary("deadnode").Hex());
+    notice.set_cause("killed");
+    submitter_.OnNodeRemoved(notice);
+  }
+  EXPECT_EQ(Result(task), "pending");
+  loop_.RunUntilIdle();
+  auto again = w1.Take<proto::PUSH_TASK>();  // its lease is still held
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->request.spec().task_id(), task.Binary());
+  EXPECT_EQ(again->request.attempt(), 1u);
+  again->Ok(StoredOn("livenode"));
+  loop_.RunUntilIdle();
+  OutboxLock lock(&mu_, &outbox_);
+  const ObjectEntry* e = objects_.Find(MakeObjectId(task, 1));
+  ASSERT_TRUE(e->ready && e->in_store && !e->error);
+  ASSERT_EQ(e->locations.size(), 1u);
+  EXPECT_EQ(e->locations[0].node_id(), "livenode");
+  // The re-run used the task's one retry: a second loss cannot be made good.
+  submitter_.AssertHeld();
+  EXPECT_THAT(submitter_.DescribeLineage(MakeObjectId(task, 1)), HasSubstr("used up its retries"));
+}
+
+TEST_F(TaskSubmitterTest, AResultLostWithItsNodeWithoutRetriesFailsSayingWhy) {
+  FakeWorker& w1 = AddWorker("w1");
+  const TaskId task = Submit("f", /*max_retries=*/0);
+  loop_.RunUntilIdle();
+  node_.Take<proto::REQUEST_WORKER_LEASE>()->Ok(FakeNode::Granted(w1));
+  loop_.RunUntilIdle();
+  w1.Take<proto::PUSH_TASK>()->Ok(StoredOn("deadnode"));
+  loop_.RunUntilIdle();
+  {
+    OutboxLock lock(&mu_, &outbox_);
+    submitter_.AssertHeld();
+    EXPECT_EQ(submitter_.lineage_bytes(), 0u);
+    proto::NodeRemovedNotice notice;
+    notice.set_node_id(NodeId::FromBinary("deadnode").Hex());
+    notice.set_cause("killed");
+    submitter_.OnNodeRemoved(notice);
+  }
+  loop_.RunUntilIdle();
+  EXPECT_THAT(Result(task), HasSubstr("error OBJECT_LOST: object "));
+  EXPECT_THAT(Result(task), HasSubstr("its only copies were on node 646561646e6f6465, which died "
+                                      "(killed); it cannot be made again: its task had no "
+                                      "retries left (max_retries)"));
+  EXPECT_FALSE(w1.HasCall());
 }
 
 }  // namespace

@@ -49,7 +49,13 @@ absl::Status WorkerPool::StartWorker(const WorkerKey& key) {
     if (kv.starts_with("RAIO_")) continue;  // wiring below; config as the node has it
     if (kv.starts_with("LD_LIBRARY_PATH=") && !cfg.ld_library_path.empty()) continue;
     if (kv.starts_with("CUDA_VISIBLE_DEVICES=") && set_devices) continue;
+    if (!cfg.env_vars.empty() && cfg.env_vars.contains(std::string(kv.substr(0, kv.find('='))))) {
+      continue;  // the job's value below
+    }
     env.emplace_back(kv);
+  }
+  for (const auto& [name, value] : cfg.env_vars) {
+    if (!name.starts_with("RAIO_")) env.push_back(absl::StrCat(name, "=", value));
   }
   if (set_devices) env.push_back("CUDA_VISIBLE_DEVICES=" + VisibleDevices(key.gpus, node_mask_));
   env.push_back("RAIO_WORKER_MODE=1");
@@ -183,6 +189,12 @@ int WorkerPool::NumStarting(const WorkerKey& key) const {
   for (const auto& [id, w] : workers_) {
     if (w.state == WorkerProcess::State::kStarting && w.job == key.job && w.gpus == key.gpus) ++n;
   }
+  return n;
+}
+
+int WorkerPool::NumStarting() const {
+  int n = 0;
+  for (const auto& [id, w] : workers_) n += w.state == WorkerProcess::State::kStarting;
   return n;
 }
 

@@ -30,6 +30,8 @@ struct JobConfig {
   std::string working_dir;
   std::string ld_library_path;
   std::string ns;  // actor namespace of the job
+  // Set for the job's workers over the node's own environment (RAIO_ names are ignored).
+  std::map<std::string, std::string> env_vars;
 };
 
 // What an idle worker is reused for: a worker started for one job and device set serves
@@ -97,6 +99,8 @@ class WorkerPool {
   void MakeIdle(WorkerProcess* worker);
   // Workers started for `key` that have not registered yet.
   int NumStarting(const WorkerKey& key) const;
+  // All workers that have not registered yet, of any job.
+  int NumStarting() const;
   WorkerProcess* Find(const WorkerId& id);
   // Kills (SIGKILL) and forgets a worker. Its exit is reaped later.
   void Kill(const WorkerId& id);

@@ -62,8 +62,8 @@ class WorkerPoolTest : public ::testing::Test {
   void MakePool(bool node_has_gpus, std::vector<std::string> node_mask = {}) {
     pool_ = std::make_unique<WorkerPool>(
         io_, WorkerPool::Options{dir_, dir_ + "/node.sock", node_has_gpus, std::move(node_mask)});
-    pool_->AddJob(1, JobConfig{script_, dir_, "", ""});
-    pool_->AddJob(2, JobConfig{script_, dir_, "", ""});
+    pool_->AddJob(1, JobConfig{script_, dir_, "", "", {}});
+    pool_->AddJob(2, JobConfig{script_, dir_, "", "", {}});
   }
 
   // Starts a worker for `key` and registers it by hand; returns it (idle).
@@ -131,6 +131,7 @@ TEST_F(WorkerPoolTest, CountsStartingWorkersPerDeviceSet) {
   EXPECT_EQ(pool_->NumStarting({1, {0}}), 2);
   EXPECT_EQ(pool_->NumStarting({1, {1}}), 1);
   EXPECT_EQ(pool_->NumStarting({1, {}}), 0);
+  EXPECT_EQ(pool_->NumStarting(), 3);
   EXPECT_EQ(pool_->NumStarting({2, {0}}), 0);
 }
 

@@ -1,0 +1,401 @@
+#include "raio/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "raio/raio.h"
+#include "raio/train/checkpoint_manager.h"
+#include "raio/train/registry.h"
+#include "raio/train/worker.h"
+
+namespace raio::train {
+namespace {
+
+using internal::CheckpointManager;
+using internal::ReportRecord;
+using internal::RunOutcome;
+using internal::TrainWorker;
+using Clock = std::chrono::steady_clock;
+
+// How often the trainer looks at its workers (the wait inside rank 0's Poll).
+constexpr int kPollWaitMs = 100;
+// After the first failure of a group, how long the others get to end on their own (their
+// collectives fail as the failed rank's connections close) before they are killed.
+constexpr auto kFailureGrace = std::chrono::seconds(5);
+// Setup is one quick call, but a worker process may take a while to start.
+constexpr auto kSetupTimeout = std::chrono::seconds(120);
+
+const char* StrategyName(PlacementStrategy s) {
+  switch (s) {
+    case PlacementStrategy::PACK:
+      return "PACK";
+    case PlacementStrategy::SPREAD:
+      return "SPREAD";
+    case PlacementStrategy::STRICT_PACK:
+      return "STRICT_PACK";
+    case PlacementStrategy::STRICT_SPREAD:
+      return "STRICT_SPREAD";
+  }
+  return "?";
+}
+
+std::string ResourcesText(const std::map<std::string, double>& resources) {
+  return absl::StrCat("{",
+                      absl::StrJoin(resources, ", ",
+                                    [](std::string* out, const auto& kv) {
+                                      absl::StrAppend(out, kv.first, ": ", kv.second);
+                                    }),
+                      "}");
+}
+
+absl::Status ValidateName(const std::string& name) {
+  bool ok = !name.empty() && name != "." && name != "..";
+  for (char c : name) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "RunConfig.name \"", name, "\" must be letters, digits, '-', '_' or '.' (not . or ..)"));
+}
+
+std::string DefaultStoragePath() {
+  const char* home = std::getenv("HOME");
+  return home != nullptr && *home != '\0' ? std::string(home) + "/raio_results"
+                                          : "/tmp/raio_results";
+}
+
+std::string DefaultName() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "train_%Y-%m-%d_%H-%M-%S", &tm);
+  return buf;
+}
+
+// How one attempt of the group ended.
+struct AttemptEnd {
+  absl::Status status;
+  bool retryable = false;  // a worker died or the group could not start: restart it
+};
+
+AttemptEnd Fatal(absl::Status s) { return AttemptEnd{std::move(s), false}; }
+AttemptEnd Retry(absl::Status s) { return AttemptEnd{std::move(s), true}; }
+
+// One start of the worker group: reserve, start, run, watch, tear down.
+class Attempt {
+ public:
+  Attempt(const ScalingConfig& scaling, std::map<std::string, double> per_worker,
+          CheckpointManager& checkpoints, Result& result)
+      : scaling_(scaling),
+        per_worker_(std::move(per_worker)),
+        checkpoints_(checkpoints),
+        result_(result) {}
+  ~Attempt() { TearDown(); }
+
+  AttemptEnd Run(internal::WorkerInit base);
+
+ private:
+  std::string Demand() const {
+    return absl::StrCat(scaling_.num_workers, " workers x ", ResourcesText(per_worker_), " (",
+                        StrategyName(scaling_.placement_strategy), ")");
+  }
+  AttemptEnd Reserve();
+  // Takes rank 0's reports; false when rank 0 cannot be reached.
+  bool PollReports(int wait_ms, std::chrono::milliseconds timeout);
+  void TakeReports(const std::vector<ReportRecord>& records);
+  void TearDown();
+
+  const ScalingConfig& scaling_;
+  const std::map<std::string, double> per_worker_;
+  CheckpointManager& checkpoints_;
+  Result& result_;
+  PlacementGroup group_;
+  std::vector<ActorHandle<TrainWorker>> workers_;
+  std::vector<internal::WorkerInfo> infos_;
+};
+
+AttemptEnd Attempt::Reserve() {
+  PlacementGroupCreationOptions options;
+  options.bundles.assign(scaling_.num_workers, per_worker_);
+  options.strategy = scaling_.placement_strategy;
+  try {
+    group_ = CreatePlacementGroup(options);
+  } catch (const InvalidUsageError& e) {
+    return Fatal(absl::InvalidArgumentError(
+        absl::StrCat("the scaling config ", Demand(), " is not a valid demand: ", e.what())));
+  } catch (const RaioException& e) {
+    return Retry(absl::UnavailableError(absl::StrCat("cannot reserve ", Demand(), ": ", e.what())));
+  }
+  const auto start = Clock::now();
+  bool warned = false;
+  while (true) {
+    try {
+      if (group_.Wait(1)) return AttemptEnd{};
+    } catch (const UnschedulableError& e) {
+      return Fatal(absl::FailedPreconditionError(
+          absl::StrCat("no cluster can meet the scaling config: ", Demand(), ": ", e.what())));
+    } catch (const RaioException& e) {
+      return Retry(absl::UnavailableError(
+          absl::StrCat("the placement group for ", Demand(), " failed: ", e.what())));
+    }
+    const auto waited = Clock::now() - start;
+    if (scaling_.placement_timeout && waited >= *scaling_.placement_timeout) {
+      return Fatal(absl::DeadlineExceededError(absl::StrCat(
+          "the cluster did not free ", Demand(), " within ", scaling_.placement_timeout->count(),
+          " s (ScalingConfig.placement_timeout)")));
+    }
+    if (!warned && waited > std::chrono::seconds(10)) {
+      std::cerr << "raio.train: waiting for the cluster to free " << Demand() << "\n";
+      warned = true;
+    }
+  }
+}
+
+void Attempt::TakeReports(const std::vector<ReportRecord>& records) {
+  bool checkpointed = false;
+  for (const ReportRecord& r : records) {
+    result_.metrics_history.push_back(r.metrics);
+    checkpointed = checkpointed || r.checkpoint_index >= 0;
+  }
+  if (checkpointed) {
+    absl::StatusOr<std::vector<Checkpoint>> fresh = checkpoints_.Rescan();
+    if (!fresh.ok()) std::cerr << "raio.train: " << fresh.status().message() << "\n";
+  }
+}
+
+bool Attempt::PollReports(int wait_ms, std::chrono::milliseconds timeout) {
+  if (workers_.empty()) return false;
+  try {
+    TakeReports(workers_[0].Task(&TrainWorker::Poll).Remote(wait_ms).Get(timeout));
+    return true;
+  } catch (const RaioException&) {
+    return false;
+  }
+}
+
+void Attempt::TearDown() {
+  for (const auto& worker : workers_) {
+    try {
+      worker.Kill(/*no_restart=*/true);
+    } catch (const RaioException&) {
+    }
+  }
+  workers_.clear();
+  if (!group_.Empty()) {
+    try {
+      RemovePlacementGroup(group_.GetID());
+    } catch (const RaioException&) {
+    }
+    group_ = PlacementGroup();
+  }
+}
+
+AttemptEnd Attempt::Run(internal::WorkerInit base) {
+  if (AttemptEnd end = Reserve(); !end.status.ok()) return end;
+  const int n = scaling_.num_workers;
+  try {
+    for (int rank = 0; rank < n; ++rank) {
+      internal::WorkerInit init = base;
+      init.world_rank = rank;
+      workers_.push_back(raio::Actor(TrainWorker::Create)
+                             .SetPlacementGroup(group_, rank)
+                             .SetResources(per_worker_)
+                             .SetMaxConcurrency(2)  // Run, and Poll beside it
+                             .Remote(init));
+    }
+    std::vector<ObjectRef<internal::WorkerInfo>> setups;
+    for (const auto& worker : workers_) setups.push_back(worker.Task(&TrainWorker::Setup).Remote());
+    for (const auto& setup : setups) infos_.push_back(setup.Get(kSetupTimeout));
+  } catch (const RaioException& e) {
+    return Retry(absl::UnavailableError(absl::StrCat("the workers did not start: ", e.what())));
+  }
+  if (!infos_[0].error.empty()) return Retry(absl::UnavailableError(infos_[0].error));
+
+  // Local ranks: ranks on one node in rank order; nodes numbered by their lowest rank.
+  std::map<std::string, int> node_rank, node_size;
+  for (const auto& info : infos_) {
+    node_rank.emplace(info.node_id, static_cast<int>(node_rank.size()));
+    ++node_size[info.node_id];
+  }
+  std::map<std::string, int> seen_on_node;
+  std::vector<ObjectRef<RunOutcome>> runs;
+  for (int rank = 0; rank < n; ++rank) {
+    internal::RunArgs args;
+    args.store_host = infos_[0].ip;
+    args.store_port = infos_[0].store_port;
+    args.local_rank = seen_on_node[infos_[rank].node_id]++;
+    args.local_world_size = node_size[infos_[rank].node_id];
+    args.node_rank = node_rank[infos_[rank].node_id];
+    runs.push_back(workers_[rank].Task(&TrainWorker::Run).Remote(args));
+  }
+
+  // Watch: rank 0's reports, and the runs as they end.
+  std::vector<std::optional<RunOutcome>> outcomes(n);
+  std::vector<std::string> deaths(n);
+  int settled = 0;
+  bool failed = false;
+  auto settle = [&](std::optional<std::chrono::milliseconds> wait) {
+    std::vector<ObjectRef<RunOutcome>> pending;
+    for (int r = 0; r < n; ++r) {
+      if (!outcomes[r] && deaths[r].empty()) pending.push_back(runs[r]);
+    }
+    if (pending.empty()) return;
+    WaitResult<RunOutcome> waited = raio::Wait(pending, static_cast<int>(pending.size()),
+                                               wait.value_or(std::chrono::milliseconds(0)));
+    for (int r = 0; r < n; ++r) {
+      if (outcomes[r] || !deaths[r].empty()) continue;
+      bool ready = false;
+      for (const auto& ref : waited.ready) ready = ready || ref.ID() == runs[r].ID();
+      if (!ready) continue;
+      ++settled;
+      try {
+        outcomes[r] = runs[r].Get();
+        failed = failed || !outcomes[r]->ok;
+      } catch (const RaioException& e) {
+        deaths[r] = e.what();
+        failed = true;
+      }
+    }
+  };
+  while (true) {
+    const bool rank0_alive = PollReports(kPollWaitMs, std::chrono::seconds(10));
+    settle(rank0_alive
+               ? std::nullopt
+               : std::optional<std::chrono::milliseconds>(std::chrono::milliseconds(kPollWaitMs)));
+    if (failed || settled == n) break;
+  }
+  if (failed) settle(std::chrono::duration_cast<std::chrono::milliseconds>(kFailureGrace));
+  PollReports(0, std::chrono::seconds(2));  // what rank 0 reported last, if it is alive
+
+  for (int r = 0; r < n; ++r) {
+    if (!deaths[r].empty()) {
+      return Retry(absl::UnavailableError(absl::StrCat("worker rank ", r, " (pid ", infos_[r].pid,
+                                                       " on node ", infos_[r].node_id,
+                                                       ") died: ", deaths[r])));
+    }
+  }
+  int first = -1;
+  for (int r = 0; r < n; ++r) {
+    if (outcomes[r] && !outcomes[r]->ok &&
+        (first < 0 || outcomes[r]->failed_at_us < outcomes[first]->failed_at_us)) {
+      first = r;
+    }
+  }
+  if (first >= 0) {
+    return Fatal(absl::UnknownError(absl::StrCat("worker rank ", first, " raised ",
+                                                 outcomes[first]->error_type, ": ",
+                                                 outcomes[first]->error_message)));
+  }
+  return AttemptEnd{};
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainFunction train_fn, ScalingConfig scaling_config, RunConfig run_config,
+                 nlohmann::json train_loop_config)
+    : train_fn_(train_fn),
+      scaling_(std::move(scaling_config)),
+      run_(std::move(run_config)),
+      train_loop_config_(std::move(train_loop_config)) {}
+
+Result Trainer::Fit() {
+  Result result;
+  RunConfig run = run_;
+  if (run.name.empty()) run.name = DefaultName();
+  if (run.storage_path.empty()) run.storage_path = DefaultStoragePath();
+  result.path = run.storage_path + "/" + run.name;
+  auto fail = [&result](absl::Status s) {
+    result.error = std::move(s);
+    return result;
+  };
+
+  // Everything that can be checked before a worker starts.
+  if (absl::Status s = ValidateName(run.name); !s.ok()) return fail(s);
+  if (scaling_.num_workers < 1) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("ScalingConfig.num_workers must be at least 1, got ", scaling_.num_workers)));
+  }
+  if (run.failure_config.max_failures < -1) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("FailureConfig.max_failures must be -1 (no limit) or at least 0, got ",
+                     run.failure_config.max_failures)));
+  }
+  std::map<std::string, double> per_worker = scaling_.resources_per_worker;
+  if (per_worker.empty()) per_worker["CPU"] = 1;
+  if (scaling_.use_gpu && !per_worker.count("GPU")) per_worker["GPU"] = 1;
+  for (const auto& [name, amount] : per_worker) {
+    if (!std::isfinite(amount) || amount <= 0) {
+      return fail(
+          absl::InvalidArgumentError(absl::StrCat("ScalingConfig.resources_per_worker[\"", name,
+                                                  "\"] must be finite and above 0, got ", amount)));
+    }
+  }
+  if (!raio::IsInitialized()) {
+    return fail(absl::FailedPreconditionError(
+        "raio is not initialized: call raio::Init(argc, argv) at the top of main"));
+  }
+  absl::StatusOr<std::string> function_name = internal::TrainFunctionName(train_fn_);
+  if (!function_name.ok()) return fail(function_name.status());
+  absl::StatusOr<CheckpointManager> checkpoints =
+      CheckpointManager::Create(result.path, run.checkpoint_config);
+  if (!checkpoints.ok()) return fail(checkpoints.status());
+
+  internal::WorkerInit base;
+  base.function_name = *function_name;
+  base.config_json = train_loop_config_.dump();
+  base.world_size = scaling_.num_workers;
+  base.num_threads = std::max(1, static_cast<int>(per_worker.count("CPU") ? per_worker["CPU"] : 1));
+  base.experiment_name = run.name;
+  base.run_path = result.path;
+
+  for (int attempt = 0;; ++attempt) {
+    std::optional<Checkpoint> latest = checkpoints->latest();
+    base.attempt = attempt;
+    base.checkpoint_path = latest ? latest->path : "";
+    base.next_checkpoint_index = checkpoints->next_index();
+    AttemptEnd end;
+    {
+      Attempt group(scaling_, per_worker, *checkpoints, result);
+      end = group.Run(base);
+    }  // workers killed, group removed
+    // Checkpoints rank 0 persisted but could not report (it died first) count as reports.
+    if (absl::StatusOr<std::vector<Checkpoint>> fresh = checkpoints->Rescan(); fresh.ok()) {
+      for (const Checkpoint& c : *fresh) result.metrics_history.push_back(c.metrics);
+    }
+    if (end.status.ok()) break;
+    if (!end.retryable) {
+      result.error = end.status;
+      break;
+    }
+    const int max = run.failure_config.max_failures;
+    if (max >= 0 && result.num_failures >= max) {
+      result.error = absl::UnavailableError(absl::StrCat(
+          "training failed after ", result.num_failures, " restart(s) (FailureConfig.max_failures ",
+          max, "): ", end.status.message()));
+      break;
+    }
+    ++result.num_failures;
+    std::optional<Checkpoint> from = checkpoints->latest();
+    std::cerr << "raio.train: " << run.name << ": " << end.status.message()
+              << "; restarting the worker group from "
+              << (from ? from->path : std::string("the start")) << " (failure "
+              << result.num_failures << (max < 0 ? std::string() : absl::StrCat(" of ", max))
+              << ")\n";
+  }
+  result.checkpoint = checkpoints->latest();
+  result.best_checkpoint = checkpoints->best();
+  result.best_checkpoints = checkpoints->kept();
+  if (!result.metrics_history.empty()) result.metrics = result.metrics_history.back();
+  return result;
+}
+
+}  // namespace raio::train

@@ -1,0 +1,432 @@
+// The Trainer on the embedded cluster, with real worker processes (this binary re-run by
+// raio): data-parallel equivalence with one process, checkpoints and resuming by name, a
+// worker killed mid-run, and bad input (a throwing function, an infeasible demand, storage
+// that is not writable, bad configs).
+//
+// Every test trains the same small MLP on synthetic regression data (TrainMlp below), which
+// every process generates alike from a fixed seed.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "raio/raio.h"
+#include "raio/train/train.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using raio::train::Metrics;
+using raio::train::TrainContext;
+
+constexpr int kSamples = 256;
+constexpr int kFeatures = 8;
+
+struct Data {
+  torch::Tensor x, y;
+};
+
+Data MakeData() {
+  torch::manual_seed(123);
+  Data d;
+  d.x = torch::randn({kSamples, kFeatures});
+  torch::Tensor w = torch::randn({kFeatures, 1});
+  d.y = torch::tanh(d.x.matmul(w)) + 0.05 * torch::randn({kSamples, 1});
+  return d;
+}
+
+struct Mlp : torch::nn::Module {
+  explicit Mlp(uint64_t seed) {
+    torch::manual_seed(seed);
+    fc1 = register_module("fc1", torch::nn::Linear(kFeatures, 16));
+    fc2 = register_module("fc2", torch::nn::Linear(16, 1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::tanh(fc1(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+double FullLoss(Mlp& model, const Data& d) {
+  torch::NoGradGuard no_grad;
+  return torch::mse_loss(model.forward(d.x), d.y).item<double>();
+}
+
+void SaveWeights(Mlp& model, const fs::path& dir) {
+  fs::create_directories(dir);
+  std::vector<torch::Tensor> weights;
+  for (const auto& p : model.parameters()) weights.push_back(p.detach().clone());
+  torch::save(weights, (dir / "model.pt").string());
+}
+
+std::vector<torch::Tensor> LoadWeights(const std::string& dir) {
+  std::vector<torch::Tensor> weights;
+  torch::load(weights, (fs::path(dir) / "model.pt").string());
+  return weights;
+}
+
+// Waits for `path` to exist; false after `timeout`.
+bool WaitForFile(const fs::path& path, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!fs::exists(path)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// The training function. Config: epochs, global_batch, lr, seed; optional kill_epoch and
+// kill_rank with marker_dir (that rank, at the start of that epoch of a run without a
+// checkpoint marker, writes its pid to marker_dir/pid and waits to be killed), throw_epoch
+// and throw_rank (that rank throws), started_marker (a file every worker creates).
+void TrainMlp(TrainContext& ctx) {
+  const nlohmann::json& cfg = ctx.GetConfig();
+  const int epochs = cfg.at("epochs");
+  const int world = ctx.GetWorldSize(), rank = ctx.GetWorldRank();
+  const int local_batch = cfg.at("global_batch").get<int>() / world;
+  if (cfg.contains("started_marker")) std::ofstream(cfg["started_marker"].get<std::string>());
+  Data data = MakeData();
+  Mlp model(cfg.at("seed").get<uint64_t>() + rank);  // unequal until PrepareModel
+  int start_epoch = 0;
+  if (const auto& checkpoint = ctx.GetCheckpoint()) {
+    std::vector<torch::Tensor> saved = LoadWeights(checkpoint->path);
+    torch::NoGradGuard no_grad;
+    auto params = model.parameters();
+    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(saved[i]);
+    start_epoch = static_cast<int>(checkpoint->metrics.at("epoch")) + 1;
+  }
+  raio::train::GradientAllReducer reducer = raio::train::PrepareModel(ctx, model);
+  torch::optim::SGD optimizer(model.parameters(), cfg.at("lr").get<double>());
+  raio::train::DistributedSampler sampler(kSamples, world, rank, /*shuffle=*/true,
+                                          cfg.at("seed").get<uint64_t>());
+  for (int epoch = start_epoch; epoch < epochs; ++epoch) {
+    if (cfg.contains("kill_epoch") && epoch == cfg["kill_epoch"] && rank == cfg["kill_rank"] &&
+        !fs::exists(fs::path(cfg["marker_dir"].get<std::string>()) / "killed_once")) {
+      const fs::path dir = cfg["marker_dir"].get<std::string>();
+      std::ofstream(dir / "killed_once");
+      { std::ofstream(dir / "pid.tmp") << ::getpid(); }
+      fs::rename(dir / "pid.tmp", dir / "pid");
+      // The test kills this process; the other ranks wait in the next all-reduce.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      throw std::runtime_error("not killed within 60 s");
+    }
+    if (cfg.contains("throw_epoch") && epoch == cfg["throw_epoch"] && rank == cfg["throw_rank"]) {
+      throw std::runtime_error("bad batch in epoch " + std::to_string(epoch));
+    }
+    sampler.SetEpoch(epoch);
+    std::vector<int64_t> indices = sampler.Indices();
+    for (size_t begin = 0; begin + local_batch <= indices.size(); begin += local_batch) {
+      torch::Tensor idx = torch::tensor(
+          std::vector<int64_t>(indices.begin() + begin, indices.begin() + begin + local_batch));
+      optimizer.zero_grad();
+      torch::mse_loss(model.forward(data.x.index_select(0, idx)), data.y.index_select(0, idx))
+          .backward();
+      reducer.AllReduce();
+      optimizer.step();
+    }
+    Metrics metrics{{"epoch", epoch}, {"loss", FullLoss(model, data)}};
+    if (rank == 0) {
+      const fs::path dir =
+          fs::temp_directory_path() / ("raio_train_test_ckpt_" + std::to_string(::getpid()));
+      SaveWeights(model, dir);
+      ctx.Report(metrics, dir.string());
+      fs::remove_all(dir);
+    } else {
+      ctx.Report(metrics);
+    }
+  }
+}
+RAIO_TRAIN_FUNCTION(TrainMlp);
+
+// Writes what the context says about this worker to <dir>/rank_<r>, then all-reduces the ranks
+// on the raw process group and reports their sum.
+void ReportPlacement(TrainContext& ctx) {
+  const fs::path dir = ctx.GetConfig().at("dir").get<std::string>();
+  std::ofstream(dir / ("rank_" + std::to_string(ctx.GetWorldRank())))
+      << ctx.GetLocalRank() << " " << ctx.GetLocalWorldSize() << " " << ctx.GetNodeRank() << " "
+      << ctx.GetWorldSize() << " " << at::get_num_threads() << " " << ctx.GetExperimentName() << " "
+      << ctx.GetAttempt() << " " << ctx.GetCheckpoint().has_value();
+  std::vector<torch::Tensor> t{torch::full({1}, static_cast<float>(ctx.GetWorldRank()))};
+  ctx.GetProcessGroup().allreduce(t)->wait();
+  ctx.Report({{"rank_sum", t[0].item<double>()}});
+}
+RAIO_TRAIN_FUNCTION(ReportPlacement);
+
+// Never registered.
+void NotRegistered(TrainContext&) {}
+
+// The same training in this process with one replica and the global batch.
+std::vector<torch::Tensor> TrainInOneProcess(int epochs, int batch, double lr, uint64_t seed,
+                                             double* final_loss) {
+  Data data = MakeData();
+  Mlp model(seed);
+  torch::optim::SGD optimizer(model.parameters(), lr);
+  raio::train::DistributedSampler sampler(kSamples, 1, 0, true, seed);
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    sampler.SetEpoch(epoch);
+    std::vector<int64_t> indices = sampler.Indices();
+    for (size_t begin = 0; begin + batch <= indices.size(); begin += batch) {
+      torch::Tensor idx = torch::tensor(
+          std::vector<int64_t>(indices.begin() + begin, indices.begin() + begin + batch));
+      optimizer.zero_grad();
+      torch::mse_loss(model.forward(data.x.index_select(0, idx)), data.y.index_select(0, idx))
+          .backward();
+      optimizer.step();
+    }
+  }
+  *final_loss = FullLoss(model, data);
+  std::vector<torch::Tensor> weights;
+  for (const auto& p : model.parameters()) weights.push_back(p.detach().clone());
+  return weights;
+}
+
+nlohmann::json Config(int epochs) {
+  return {{"epochs", epochs}, {"global_batch", 32}, {"lr", 0.1}, {"seed", 5}};
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/raio_train_test_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  raio::train::RunConfig Run(const std::string& name) {
+    raio::train::RunConfig run;
+    run.name = name;
+    run.storage_path = (root_ / "storage").string();
+    return run;
+  }
+  static void ExpectWeightsNear(const std::vector<torch::Tensor>& a,
+                                const std::vector<torch::Tensor>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(a[i], b[i], /*rtol=*/1e-4, /*atol=*/1e-5))
+          << "tensor " << i << " differs by " << (a[i] - b[i]).abs().max().item<double>();
+    }
+  }
+  static std::vector<int> Epochs(const raio::train::Result& r) {
+    std::vector<int> epochs;
+    for (const Metrics& m : r.metrics_history) epochs.push_back(static_cast<int>(m.at("epoch")));
+    return epochs;
+  }
+  fs::path root_;
+};
+
+TEST_F(TrainerTest, TwoWorkersWithGlobalBatchBMatchOneProcessWithBatchB) {
+  raio::train::Trainer trainer(TrainMlp, {.num_workers = 2}, Run("dp"), Config(3));
+  raio::train::Result result = trainer.Fit();
+  ASSERT_TRUE(result.error.ok()) << result.error;
+  EXPECT_EQ(Epochs(result), (std::vector<int>{0, 1, 2}));
+  double loss = 0;
+  std::vector<torch::Tensor> expected = TrainInOneProcess(3, 32, 0.1, 5, &loss);
+  ASSERT_TRUE(result.checkpoint.has_value());
+  ExpectWeightsNear(LoadWeights(result.checkpoint->path), expected);
+  EXPECT_NEAR(result.metrics.at("loss"), loss, 1e-5);
+  EXPECT_EQ(result.num_failures, 0);
+}
+
+TEST_F(TrainerTest, GangStartsWorkersWithTheirRanksResourcesAndAProcessGroup) {
+  raio::train::ScalingConfig scaling{.num_workers = 2, .resources_per_worker = {{"CPU", 2}}};
+  raio::train::Result result =
+      raio::train::Trainer(ReportPlacement, scaling, Run("placed"), {{"dir", root_.string()}})
+          .Fit();
+  ASSERT_TRUE(result.error.ok()) << result.error;
+  EXPECT_EQ(result.metrics.at("rank_sum"), 1);  // 0 + 1
+  EXPECT_FALSE(result.checkpoint.has_value());
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(root_ / ("rank_" + std::to_string(rank)));
+    int local_rank = -1, local_size = 0, node_rank = -1, world = 0, threads = 0, attempt = -1;
+    bool has_checkpoint = true;
+    std::string name;
+    in >> local_rank >> local_size >> node_rank >> world >> threads >> name >> attempt >>
+        has_checkpoint;
+    EXPECT_EQ(local_rank, rank);  // one node: local ranks are the world ranks
+    EXPECT_EQ(local_size, 2);
+    EXPECT_EQ(node_rank, 0);
+    EXPECT_EQ(world, 2);
+    EXPECT_EQ(threads, 2);  // the bundle's CPUs
+    EXPECT_EQ(name, "placed");
+    EXPECT_EQ(attempt, 0);
+    EXPECT_FALSE(has_checkpoint);
+  }
+  // The group is gone with the run.
+  for (const raio::PlacementGroup& pg : raio::GetAllPlacementGroups()) {
+    EXPECT_EQ(pg.GetState(), raio::PlacementGroupState::REMOVED) << pg.GetID();
+  }
+}
+
+TEST_F(TrainerTest, KeepsTheBestCheckpointsAndResumesARunByName) {
+  raio::train::RunConfig run = Run("resume");
+  run.checkpoint_config = {
+      .num_to_keep = 1, .checkpoint_score_attribute = "loss", .checkpoint_score_order = "min"};
+  raio::train::Result first =
+      raio::train::Trainer(TrainMlp, {.num_workers = 2}, run, Config(2)).Fit();
+  ASSERT_TRUE(first.error.ok()) << first.error;
+  ASSERT_TRUE(first.checkpoint.has_value());
+  EXPECT_EQ(first.checkpoint->path, first.path + "/checkpoint_000001");
+  EXPECT_EQ(first.best_checkpoints.size(), 1u);  // the best is also the latest here
+
+  // Same name, more epochs: starts from epoch 2 with the saved weights.
+  raio::train::Result second =
+      raio::train::Trainer(TrainMlp, {.num_workers = 2}, run, Config(4)).Fit();
+  ASSERT_TRUE(second.error.ok()) << second.error;
+  EXPECT_EQ(Epochs(second), (std::vector<int>{2, 3}));
+  EXPECT_EQ(second.checkpoint->path, second.path + "/checkpoint_000003");
+  EXPECT_EQ(second.checkpoint->metrics.at("epoch"), 3);
+  double loss = 0;
+  ExpectWeightsNear(LoadWeights(second.checkpoint->path), TrainInOneProcess(4, 32, 0.1, 5, &loss));
+  EXPECT_NEAR(second.metrics.at("loss"), loss, 1e-5);
+  EXPECT_LE(second.best_checkpoints.size(), 2u);  // best 1 + the latest
+  EXPECT_FALSE(fs::exists(second.path + "/checkpoint_000000"));
+}
+
+// Runs Fit on a thread and SIGKILLs the worker that writes marker_dir/pid.
+raio::train::Result FitKillingOnce(raio::train::Trainer& trainer, const fs::path& marker_dir) {
+  raio::train::Result result;
+  std::thread fit([&] { result = trainer.Fit(); });
+  if (WaitForFile(marker_dir / "pid", std::chrono::seconds(60))) {
+    int pid = 0;
+    std::ifstream(marker_dir / "pid") >> pid;
+    if (pid > 0) ::kill(pid, SIGKILL);
+  } else {
+    ADD_FAILURE() << "no worker wrote " << (marker_dir / "pid");
+  }
+  fit.join();
+  return result;
+}
+
+TEST_F(TrainerTest, AKilledWorkerRestartsTheGroupFromTheLatestCheckpoint) {
+  const fs::path markers = root_ / "markers";
+  fs::create_directories(markers);
+  nlohmann::json config = Config(4);
+  config["kill_epoch"] = 2;
+  config["kill_rank"] = 1;
+  config["marker_dir"] = markers.string();
+  raio::train::RunConfig run = Run("killed");
+  run.failure_config.max_failures = 2;
+  raio::train::Trainer trainer(TrainMlp, {.num_workers = 2}, run, config);
+  raio::train::Result result = FitKillingOnce(trainer, markers);
+  ASSERT_TRUE(result.error.ok()) << result.error;
+  EXPECT_EQ(result.num_failures, 1);
+  // Epochs 0 and 1 were checkpointed before the kill; 2 and 3 ran once, after it.
+  EXPECT_EQ(Epochs(result), (std::vector<int>{0, 1, 2, 3}));
+  double loss = 0;
+  ExpectWeightsNear(LoadWeights(result.checkpoint->path), TrainInOneProcess(4, 32, 0.1, 5, &loss));
+  EXPECT_NEAR(result.metrics.at("loss"), loss, 1e-5);
+}
+
+TEST_F(TrainerTest, AKilledRankZeroRestartsTheGroupToo) {
+  // Rank 0 holds the rendezvous store and writes the checkpoints.
+  const fs::path markers = root_ / "markers";
+  fs::create_directories(markers);
+  nlohmann::json config = Config(3);
+  config["kill_epoch"] = 1;
+  config["kill_rank"] = 0;
+  config["marker_dir"] = markers.string();
+  raio::train::RunConfig run = Run("killed0");
+  run.failure_config.max_failures = -1;
+  raio::train::Trainer trainer(TrainMlp, {.num_workers = 2}, run, config);
+  raio::train::Result result = FitKillingOnce(trainer, markers);
+  ASSERT_TRUE(result.error.ok()) << result.error;
+  EXPECT_EQ(result.num_failures, 1);
+  EXPECT_EQ(Epochs(result), (std::vector<int>{0, 1, 2}));
+  double loss = 0;
+  ExpectWeightsNear(LoadWeights(result.checkpoint->path), TrainInOneProcess(3, 32, 0.1, 5, &loss));
+  EXPECT_NEAR(result.metrics.at("loss"), loss, 1e-5);
+}
+
+TEST_F(TrainerTest, AKilledWorkerFailsTheRunWhenNoFailuresAreAllowed) {
+  const fs::path markers = root_ / "markers";
+  fs::create_directories(markers);
+  nlohmann::json config = Config(3);
+  config["kill_epoch"] = 1;
+  config["kill_rank"] = 1;
+  config["marker_dir"] = markers.string();
+  raio::train::Trainer trainer(TrainMlp, {.num_workers = 2}, Run("fails"), config);
+  raio::train::Result result = FitKillingOnce(trainer, markers);
+  EXPECT_EQ(result.error.code(), absl::StatusCode::kUnavailable) << result.error;
+  EXPECT_NE(result.error.message().find("worker rank 1"), std::string::npos) << result.error;
+  EXPECT_NE(result.error.message().find("died"), std::string::npos) << result.error;
+  EXPECT_EQ(result.num_failures, 0);
+  EXPECT_EQ(Epochs(result), (std::vector<int>{0}));
+}
+
+TEST_F(TrainerTest, ATrainingFunctionThatThrowsFailsFitWithItsRankAndMessage) {
+  nlohmann::json config = Config(3);
+  config["throw_epoch"] = 1;
+  config["throw_rank"] = 1;
+  raio::train::RunConfig run = Run("throws");
+  run.failure_config.max_failures = 3;  // not retried: the function's own error
+  raio::train::Result result =
+      raio::train::Trainer(TrainMlp, {.num_workers = 2}, run, config).Fit();
+  EXPECT_EQ(result.error.code(), absl::StatusCode::kUnknown) << result.error;
+  EXPECT_NE(result.error.message().find("worker rank 1 raised std::runtime_error: bad batch in "
+                                        "epoch 1"),
+            std::string::npos)
+      << result.error;
+  EXPECT_EQ(result.num_failures, 0);
+}
+
+TEST_F(TrainerTest, ADemandNoClusterCanMeetFailsNamingIt) {
+  raio::train::ScalingConfig scaling{.num_workers = 3, .resources_per_worker = {{"CPU", 1000}}};
+  raio::train::Result result =
+      raio::train::Trainer(TrainMlp, scaling, Run("huge"), Config(1)).Fit();
+  EXPECT_EQ(result.error.code(), absl::StatusCode::kFailedPrecondition) << result.error;
+  EXPECT_NE(result.error.message().find("3 workers x {CPU: 1000} (PACK)"), std::string::npos)
+      << result.error;
+}
+
+TEST_F(TrainerTest, StorageThatIsNotWritableFailsBeforeAnyWorkerStarts) {
+  std::ofstream(root_ / "a_file") << "x";
+  nlohmann::json config = Config(1);
+  config["started_marker"] = (root_ / "started").string();
+  raio::train::RunConfig run = Run("x");
+  run.storage_path = (root_ / "a_file" / "storage").string();
+  raio::train::Result result =
+      raio::train::Trainer(TrainMlp, {.num_workers = 2}, run, config).Fit();
+  EXPECT_EQ(result.error.code(), absl::StatusCode::kFailedPrecondition) << result.error;
+  EXPECT_NE(result.error.message().find(run.storage_path), std::string::npos) << result.error;
+  EXPECT_FALSE(fs::exists(root_ / "started"));
+}
+
+TEST_F(TrainerTest, RefusesBadConfigsAndUnregisteredFunctions) {
+  auto code = [&](raio::train::TrainFunction fn, raio::train::ScalingConfig s,
+                  raio::train::RunConfig r) {
+    return raio::train::Trainer(fn, s, r, Config(1)).Fit().error;
+  };
+  absl::Status s = code(NotRegistered, {.num_workers = 1}, Run("a"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("RAIO_TRAIN_FUNCTION"), std::string::npos) << s;
+  EXPECT_EQ(code(TrainMlp, {.num_workers = 0}, Run("a")).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      code(TrainMlp, {.num_workers = 1, .resources_per_worker = {{"CPU", -1}}}, Run("a")).code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(TrainMlp, {.num_workers = 1}, Run("../escape")).code(),
+            absl::StatusCode::kInvalidArgument);
+  raio::train::RunConfig bad_keep = Run("a");
+  bad_keep.checkpoint_config.num_to_keep = 0;
+  EXPECT_EQ(code(TrainMlp, {.num_workers = 1}, bad_keep).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAIO_WORKER_MODE") != nullptr) raio::Init(argc, argv);  // never returns
+  ::testing::InitGoogleTest(&argc, argv);
+  at::set_num_threads(1);
+  raio::InitOptions options;
+  options.num_cpus = 4;
+  raio::Init(options);
+  const int rc = RUN_ALL_TESTS();
+  raio::Shutdown();
+  return rc;
+}
