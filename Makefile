@@ -10,7 +10,8 @@ TSAN_DIR ?= build-tsan
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 20
 
-.PHONY: deps build demo test bench bench-llm bench-train bench-peers release sanitize tsan fuzz clean format
+.PHONY: deps build demo test bench bench-llm bench-train bench-peers release sanitize sanitize-build \
+  tsan tsan-build flake-hunt fuzz clean format
 
 deps:
 	@bash scripts/install-deps.sh
@@ -27,8 +28,10 @@ demo: build
 	$(BUILD_DIR)/examples/digits/digits
 
 # Unit, integration and chaos tests (everything but the `slow` label).
+# A failed test is rerun once with only its failed cases; one that then passes is reported
+# FLAKY (scripts/run_tests.py).
 test: build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -LE slow
+	python3 scripts/run_tests.py --build-dir $(BUILD_DIR) --stage test -- -j $(JOBS) -LE slow
 
 $(RELEASE_DIR)/build.ninja:
 	cmake -S . -B $(RELEASE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DRAIO_BUILD_TESTS=OFF $(CMAKE_FLAGS)
@@ -63,12 +66,18 @@ bench-peers: release
 # tables only, -g1: reports keep file and line, the build is faster). The LLM
 # library is left out: ASan refuses the RTLD_DEEPBIND load that keeps libsentencepiece's
 # bundled protobuf apart from libprotobuf (docs/design/llm.md, "Known gaps").
-sanitize: deps
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ASAN_CTEST_ARGS = -E install_standalone_project
+
+sanitize-build: deps
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
 	  -DRAIO_BUILD_BENCH=OFF -DRAIO_BUILD_LLM=OFF -DRAIO_SANITIZE=address,undefined $(CMAKE_FLAGS)
 	cmake --build $(ASAN_DIR) -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE slow -E install_standalone_project
+
+sanitize: sanitize-build
+	$(ASAN_ENV) python3 scripts/run_tests.py --build-dir $(ASAN_DIR) --stage sanitize -- \
+	  -j $(JOBS) -LE slow $(ASAN_CTEST_ARGS)
 
 # Unit and integration tests under ThreadSanitizer, built with clang, which also checks the
 # locking annotations (-Wthread-safety, as errors). Full debug info (-g): with line tables
@@ -76,14 +85,32 @@ sanitize: deps
 # The LLM library, examples and benchmarks are left out; so are the jobs API's end-to-end
 # tests for now: under TSan raio-jobs stops answering mid-test (a report, not yet read). raio::Mutex is a std::mutex there (src/raio/common/mutex.h: TSan cannot see
 # the uninstrumented absl::Mutex of Debian's abseil); tsan.supp lists what is suppressed.
-tsan: deps
+TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tsan.supp"
+TSAN_CTEST_ARGS = -L "unit|integration" -E "install_standalone_project|jobs_http_test|jobs_cli_test"
+
+tsan-build: deps
 	cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
 	  -DRAIO_BUILD_BENCH=OFF -DRAIO_BUILD_LLM=OFF -DRAIO_BUILD_EXAMPLES=OFF \
 	  -DRAIO_SANITIZE=thread -DRAIO_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(TSAN_DIR) -j $(JOBS)
-	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tsan.supp" \
-	  ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L "unit|integration" -LE slow \
-	  -E "install_standalone_project|jobs_http_test|jobs_cli_test"
+
+tsan: tsan-build
+	$(TSAN_ENV) python3 scripts/run_tests.py --build-dir $(TSAN_DIR) --stage tsan -- \
+	  -j $(JOBS) -LE slow $(TSAN_CTEST_ARGS)
+
+# The flake hunt (docs/design/testing.md): the plain suite FLAKE_REPS times, the ASan and
+# TSan suites FLAKE_SANITIZER_REPS times each, with one core kept busy; prints how often
+# each test case failed. FLAKE_BUILDS picks the builds (plain asan tsan).
+FLAKE_REPS ?= 10
+FLAKE_SANITIZER_REPS ?= 3
+FLAKE_BUILDS ?= plain asan tsan
+flake-hunt: $(if $(filter plain,$(FLAKE_BUILDS)),build) \
+            $(if $(filter asan,$(FLAKE_BUILDS)),sanitize-build) \
+            $(if $(filter tsan,$(FLAKE_BUILDS)),tsan-build)
+	$(ASAN_ENV) $(TSAN_ENV) python3 scripts/flake_hunt.py --busy-cores 1 \
+	  $(if $(filter plain,$(FLAKE_BUILDS)),$(BUILD_DIR):$(FLAKE_REPS)) \
+	  $(if $(filter asan,$(FLAKE_BUILDS)),$(ASAN_DIR):$(FLAKE_SANITIZER_REPS):'$(ASAN_CTEST_ARGS)') \
+	  $(if $(filter tsan,$(FLAKE_BUILDS)),$(TSAN_DIR):$(FLAKE_SANITIZER_REPS):'$(TSAN_CTEST_ARGS)')
 
 # libFuzzer targets for the frame, message and value decoders (clang, with address and
 # undefined-behaviour sanitizers), each run for FUZZ_SECONDS from fuzz/corpus, which

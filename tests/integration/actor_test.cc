@@ -7,14 +7,19 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
+#include "raio/testkit/time_scale.h"
 #include "test_functions.h"
 
 using namespace raio_test;
 using namespace std::chrono_literals;
+using raio::testkit::Scaled;
+using raio::testkit::ScaledMs;
 
 namespace {
 
@@ -37,6 +42,20 @@ class Counter {
   int SlowIncr(int ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return ++value_;
+  }
+  // Increments once the file `path` exists; throws when `timeout_ms` passes first.
+  int IncrWhen(std::string path, int timeout_ms) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!std::filesystem::exists(path)) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw std::runtime_error(path + " never came");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return ++value_;
+  }
+  // MeetIn inside the actor: how many calls were in `dir` when this one left.
+  int Meet(std::string dir, int parties, int timeout_ms) {
+    return MeetIn(std::move(dir), parties, timeout_ms);
   }
   int Die(int) {
     ::kill(::getpid(), SIGKILL);
@@ -63,7 +82,8 @@ class Counter {
 
 RAIO_REMOTE(Counter::Create, Counter::CreateUnique, Counter::CreateFailing, &Counter::Incr,
             &Counter::Get, &Counter::History, &Counter::Record, &Counter::Pid, &Counter::Throw,
-            &Counter::SlowIncr, &Counter::Die, &Counter::Overlap);
+            &Counter::SlowIncr, &Counter::Die, &Counter::Overlap, &Counter::IncrWhen,
+            &Counter::Meet);
 
 // A task that uses an actor handle it was given.
 int IncrThrough(raio::ActorHandle<Counter> counter, int by) {
@@ -109,16 +129,23 @@ TEST_F(ActorTest, CallsFromOneCallerRunInOrder) {
 TEST_F(ActorTest, MaxConcurrencyRunsCallsAtOnce) {
   auto serial = raio::Actor(Counter::Create).Remote(0);
   auto parallel = raio::Actor(Counter::Create).SetMaxConcurrency(4).Remote(0);
+  // The parallel actor's four calls each wait (up to 30 s) until all four have started: one
+  // at a time, the first would give up and see fewer.
+  const std::string meet = FreshTestDir("actor-meet");
   std::vector<raio::ObjectRef<int>> s, p;
   for (int i = 0; i < 4; ++i) {
     s.push_back(serial.Task(&Counter::Overlap).Remote(200));
-    p.push_back(parallel.Task(&Counter::Overlap).Remote(200));
+    p.push_back(parallel.Task(&Counter::Meet).Remote(meet, 4, ScaledMs(30s)));
   }
   int max_serial = 0, max_parallel = 0;
   for (int v : raio::Get(s)) max_serial = std::max(max_serial, v);
-  for (int v : raio::Get(p)) max_parallel = std::max(max_parallel, v);
+  for (int v : raio::Get(p)) {
+    EXPECT_EQ(v, 4) << "the four calls did not run at once";
+    max_parallel = std::max(max_parallel, v);
+  }
   EXPECT_EQ(max_serial, 1);
   EXPECT_GE(max_parallel, 2);
+  std::filesystem::remove_all(meet);
 }
 
 TEST_F(ActorTest, HandlesAreValuesThatReachTheSameInstance) {
@@ -172,7 +199,7 @@ TEST_F(ActorTest, ExceptionsInMethodsAndFactories) {
   EXPECT_EQ(counter.Task(&Counter::Incr).Remote(1).Get(), 1);  // still alive
   auto broken = raio::Actor(Counter::CreateFailing).Remote(0);
   try {
-    broken.Task(&Counter::Get).Remote().Get(10s);
+    broken.Task(&Counter::Get).Remote().Get(Scaled(10s));
     FAIL() << "expected ActorDiedError";
   } catch (const raio::ActorDiedError& e) {
     EXPECT_NE(std::string(e.what()).find("factory refuses"), std::string::npos) << e.what();
@@ -184,7 +211,7 @@ TEST_F(ActorTest, KillMakesEveryCallFailNamingTheCause) {
   EXPECT_EQ(counter.Task(&Counter::Incr).Remote(1).Get(), 1);
   counter.Kill();
   try {
-    counter.Task(&Counter::Incr).Remote(1).Get(10s);
+    counter.Task(&Counter::Incr).Remote(1).Get(Scaled(10s));
     FAIL() << "expected ActorDiedError";
   } catch (const raio::ActorDiedError& e) {
     EXPECT_NE(std::string(e.what()).find("killed"), std::string::npos) << e.what();
@@ -196,16 +223,16 @@ TEST_F(ActorTest, RestartsAfterItsProcessDies) {
   EXPECT_EQ(counter.Task(&Counter::Incr).Remote(1).Get(), 6);
   int pid = counter.Task(&Counter::Pid).Remote().Get();
   // The call that kills the process fails (no task retries) ...
-  EXPECT_THROW(counter.Task(&Counter::Die).Remote(0).Get(10s), raio::ActorDiedError);
+  EXPECT_THROW(counter.Task(&Counter::Die).Remote(0).Get(Scaled(10s)), raio::ActorDiedError);
   // ... and the restarted actor runs its factory again with the original arguments.
-  EXPECT_EQ(counter.Task(&Counter::Incr).Remote(1).Get(10s), 6);
+  EXPECT_EQ(counter.Task(&Counter::Incr).Remote(1).Get(Scaled(10s)), 6);
   EXPECT_NE(counter.Task(&Counter::Pid).Remote().Get(), pid);
-  EXPECT_THROW(counter.Task(&Counter::Die).Remote(0).Get(10s), raio::ActorDiedError);
-  EXPECT_EQ(counter.Task(&Counter::Incr).Remote(2).Get(10s), 7);
+  EXPECT_THROW(counter.Task(&Counter::Die).Remote(0).Get(Scaled(10s)), raio::ActorDiedError);
+  EXPECT_EQ(counter.Task(&Counter::Incr).Remote(2).Get(Scaled(10s)), 7);
   // Restarts are used up: the next death is final.
-  EXPECT_THROW(counter.Task(&Counter::Die).Remote(0).Get(10s), raio::ActorDiedError);
+  EXPECT_THROW(counter.Task(&Counter::Die).Remote(0).Get(Scaled(10s)), raio::ActorDiedError);
   try {
-    counter.Task(&Counter::Incr).Remote(1).Get(10s);
+    counter.Task(&Counter::Incr).Remote(1).Get(Scaled(10s));
     FAIL() << "expected ActorDiedError";
   } catch (const raio::ActorDiedError& e) {
     EXPECT_NE(std::string(e.what()).find("process died"), std::string::npos) << e.what();
@@ -223,7 +250,7 @@ TEST_F(ActorTest, KilledInTheMiddleOfAStreamOfCallsWithRetries) {
   // Every call completes (retried on the restarted actor); none is lost or doubled after
   // the restart: the last value counts the calls the new instance ran.
   int last = 0;
-  for (auto& r : refs) last = r.Get(30s);
+  for (auto& r : refs) last = r.Get(Scaled(30s));
   EXPECT_GT(last, 0);
   EXPECT_LE(last, 200);
   EXPECT_NE(counter.Task(&Counter::Pid).Remote().Get(), pid);
@@ -231,24 +258,34 @@ TEST_F(ActorTest, KilledInTheMiddleOfAStreamOfCallsWithRetries) {
 
 TEST_F(ActorTest, ResultsOfQueuedLongCallsArriveOneByOne) {
   // Regression: replies of calls pushed together were held until the whole batch ran.
+  // The first call may run at once (its file exists); the later two wait until the test
+  // releases them, after the first result arrived: held with the batch, it never would.
   auto counter = raio::Actor(Counter::Create).Remote(0);
   counter.Task(&Counter::Get).Remote().Get();
+  const std::string dir = FreshTestDir("one-by-one");
+  const std::string go = dir + "/go", release = dir + "/release";
+  Touch(go);
   std::vector<raio::ObjectRef<int>> refs;
-  for (int i = 0; i < 3; ++i) refs.push_back(counter.Task(&Counter::SlowIncr).Remote(400));
-  EXPECT_EQ(refs[0].Get(10s), 1);
+  refs.push_back(counter.Task(&Counter::IncrWhen).Remote(go, ScaledMs(60s)));
+  for (int i = 0; i < 2; ++i) {
+    refs.push_back(counter.Task(&Counter::IncrWhen).Remote(release, ScaledMs(60s)));
+  }
+  EXPECT_EQ(refs[0].Get(Scaled(10s)), 1);
   auto [ready, pending] = raio::Wait(refs, 3, 0ms);
   EXPECT_GE(pending.size(), 1u) << "the first result waited for the later calls";
-  EXPECT_EQ(refs[2].Get(10s), 3);
+  Touch(release);
+  EXPECT_EQ(refs[2].Get(Scaled(10s)), 3);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(ActorTest, CallsAfterKillWithRestartReachTheNewInstance) {
   auto counter = raio::Actor(Counter::Create).SetMaxRestarts(1).Remote(10);
   EXPECT_EQ(counter.Task(&Counter::Get).Remote().Get(), 10);
   counter.Kill(/*no_restart=*/false);
-  EXPECT_EQ(counter.Task(&Counter::Get).Remote().Get(10s), 10);
+  EXPECT_EQ(counter.Task(&Counter::Get).Remote().Get(Scaled(10s)), 10);
   counter.Kill(/*no_restart=*/false);  // no restarts left: dead for good
   try {
-    counter.Task(&Counter::Get).Remote().Get(10s);
+    counter.Task(&Counter::Get).Remote().Get(Scaled(10s));
     FAIL() << "expected ActorDiedError";
   } catch (const raio::ActorDiedError& e) {
     EXPECT_NE(std::string(e.what()).find("no restarts left"), std::string::npos) << e.what();
@@ -262,10 +299,11 @@ TEST_F(ActorTest, ResourcesAreHeldForTheActorsLifetime) {
   auto holder = raio::Actor(Counter::Create).SetResource("slot", 1).Remote(0);
   EXPECT_EQ(holder.Task(&Counter::Incr).Remote(1).Get(), 1);
   // A task needing the slot waits while the actor holds it.
+  EXPECT_EQ(raio::internal::GetNodeResourceStats().available["slot"], 0);
   auto waiting = raio::Task(Add).SetResources({{"CPU", 0}, {"slot", 1}}).Remote(1, 1);
-  EXPECT_THROW(waiting.Get(300ms), raio::GetTimeoutError);
+  EXPECT_THROW(waiting.Get(Scaled(300ms)), raio::GetTimeoutError);
   holder.Kill();
-  EXPECT_EQ(waiting.Get(10s), 2);
+  EXPECT_EQ(waiting.Get(Scaled(10s)), 2);
   EXPECT_THROW(raio::Actor(Counter::Create).SetResource("slot", 5).Remote(0),
                raio::UnschedulableError);
 }

@@ -24,10 +24,14 @@
 #include <string>
 #include <thread>
 
+#include "harness.h"
+#include "raio/testkit/time_scale.h"
 #include "test_functions.h"
 
 using namespace raio_test;
 using namespace std::chrono_literals;
+using raio::testkit::Scaled;
+using raio::testkit::ScaledMs;
 
 namespace {
 
@@ -97,14 +101,16 @@ int ClosedPort() {
 }
 
 // Polls until the local node has all its resources free again (leases go back after an
-// idle moment), or 10 s pass.
+// idle moment), or Scaled(10 s) pass.
 bool ResourcesBackToTotals() {
-  auto deadline = std::chrono::steady_clock::now() + 10s;
   raio::internal::NodeResourceStats stats;
-  while (std::chrono::steady_clock::now() < deadline) {
-    stats = raio::internal::GetNodeResourceStats();
-    if (stats.available == stats.total) return true;
-    std::this_thread::sleep_for(20ms);
+  if (WaitFor(
+          [&] {
+            stats = raio::internal::GetNodeResourceStats();
+            return stats.available == stats.total;
+          },
+          10s)) {
+    return true;
   }
   for (const auto& [name, total] : stats.total) {
     ADD_FAILURE() << name << ": " << stats.available[name] << " of " << total << " free";
@@ -127,7 +133,7 @@ class BadInputTest : public ::testing::Test {
 
   // The cluster still works: a normal task succeeds and the node is idle again.
   void ExpectClusterWorks() {
-    EXPECT_EQ(raio::Task(Add).Remote(20, 22).Get(10s), 42);
+    EXPECT_EQ(raio::Task(Add).Remote(20, 22).Get(Scaled(10s)), 42);
     EXPECT_TRUE(ResourcesBackToTotals());
   }
 };
@@ -139,14 +145,15 @@ TEST(BadInputClusterTest, AddressWithNothingListeningFailsWithinSeconds) {
   options.address = "127.0.0.1:" + std::to_string(ClosedPort());
   auto start = std::chrono::steady_clock::now();
   std::string msg = ErrorOf<raio::ClusterUnavailableError>([&] { raio::Init(options); });
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  // A deadline, not a speed claim: Init must not wait for a cluster to appear.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, Scaled(10s));
   EXPECT_TRUE(Mentions(msg, {options.address, "raio start --head"}));
   EXPECT_FALSE(raio::IsInitialized());
   // Nothing is left half-initialized: an embedded cluster starts and runs a task.
   raio::InitOptions embedded;
   embedded.num_cpus = 1;
   raio::Init(embedded);
-  EXPECT_EQ(raio::Task(Add).Remote(1, 2).Get(10s), 3);
+  EXPECT_EQ(raio::Task(Add).Remote(1, 2).Get(Scaled(10s)), 3);
   raio::Shutdown();
 }
 
@@ -165,7 +172,7 @@ TEST(BadInputClusterTest, AutoAddressWithNoClusterRunningFailsWithinSeconds) {
   auto expect_fast_failure = [&](std::initializer_list<std::string> parts) {
     auto start = std::chrono::steady_clock::now();
     std::string msg = ErrorOf<raio::ClusterUnavailableError>([&] { raio::Init(options); });
-    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, Scaled(10s));  // a deadline, as above
     EXPECT_TRUE(Mentions(msg, parts));
     EXPECT_FALSE(raio::IsInitialized());
   };
@@ -205,7 +212,7 @@ TEST(BadInputClusterTest, AutoAddressWithNoClusterRunningFailsWithinSeconds) {
   raio::InitOptions embedded;
   embedded.num_cpus = 1;
   raio::Init(embedded);
-  EXPECT_EQ(raio::Task(Add).Remote(1, 2).Get(10s), 3);
+  EXPECT_EQ(raio::Task(Add).Remote(1, 2).Get(Scaled(10s)), 3);
   raio::Shutdown();
 }
 
@@ -228,7 +235,7 @@ TEST(BadInputLifecycleTest, InitTwiceIsRefusedAndTheFirstClusterKeepsWorking) {
   msg = ErrorOf<raio::InvalidUsageError>([] { raio::Init(); });
   EXPECT_TRUE(Mentions(msg, {"twice"}));
   EXPECT_TRUE(raio::IsInitialized());
-  EXPECT_EQ(raio::Task(Add).Remote(2, 3).Get(10s), 5);
+  EXPECT_EQ(raio::Task(Add).Remote(2, 3).Get(Scaled(10s)), 5);
   raio::Shutdown();
 }
 
@@ -238,7 +245,8 @@ TEST(BadInputLifecycleTest, GetPutAndRemoteAfterShutdownAreRefusedClearly) {
   raio::Init(options);
   auto done = raio::Task(Add).Remote(1, 1);
   EXPECT_EQ(done.Get(), 2);
-  auto pending = raio::Task(SleepMs).Remote(10000);  // still running at Shutdown
+  // Still running at Shutdown, and far longer than the deadline below.
+  auto pending = raio::Task(SleepMs).Remote(static_cast<int>(ScaledMs(60s)));
   auto put = raio::Put(std::string("kept?"));
   raio::Shutdown();
   auto start = std::chrono::steady_clock::now();
@@ -248,7 +256,8 @@ TEST(BadInputLifecycleTest, GetPutAndRemoteAfterShutdownAreRefusedClearly) {
   }
   std::string msg = ErrorOf<raio::InvalidUsageError>([&] { put.Get(); });
   EXPECT_TRUE(Mentions(msg, {"shut down"}));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // no waiting for the task
+  // A deadline, not a speed claim: no waiting for the task.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, Scaled(5s));
   msg = ErrorOf<raio::InvalidUsageError>([] { raio::Put(3); });
   EXPECT_TRUE(Mentions(msg, {"raio::Put", "shut down"}));
   msg = ErrorOf<raio::InvalidUsageError>([] { raio::Task(Add).Remote(1, 1); });
@@ -258,7 +267,7 @@ TEST(BadInputLifecycleTest, GetPutAndRemoteAfterShutdownAreRefusedClearly) {
   raio::Shutdown();  // idempotent
   // A new Init works; the old refs stay unusable rather than reading the new cluster.
   raio::Init(options);
-  EXPECT_EQ(raio::Task(Add).Remote(2, 1).Get(10s), 3);
+  EXPECT_EQ(raio::Task(Add).Remote(2, 1).Get(Scaled(10s)), 3);
   EXPECT_THROW(done.Get(), raio::ObjectLostError);
   raio::Shutdown();
 }
@@ -308,9 +317,9 @@ TEST(BadInputLifecycleTest, InvalidInitResourcesAreRejected) {
   o.num_cpus = 0;
   raio::Init(o);
   std::string msg =
-      ErrorOf<raio::UnschedulableError>([] { raio::Task(Add).Remote(1, 2).Get(10s); });
+      ErrorOf<raio::UnschedulableError>([] { raio::Task(Add).Remote(1, 2).Get(Scaled(10s)); });
   EXPECT_TRUE(Mentions(msg, {"CPU: 1"}));
-  EXPECT_EQ(raio::Task(Add).SetResource("CPU", 0).Remote(1, 2).Get(10s), 3);
+  EXPECT_EQ(raio::Task(Add).SetResource("CPU", 0).Remote(1, 2).Get(Scaled(10s)), 3);
   raio::Shutdown();
 }
 
@@ -341,18 +350,19 @@ TEST_F(BadInputTest, InvalidTaskResourceValuesAreRefusedAtRemote) {
 TEST_F(BadInputTest, DemandsNoNodeCanMeetFailAtGetNamingDemandAndCluster) {
   auto start = std::chrono::steady_clock::now();
   std::string msg = ErrorOf<raio::UnschedulableError>(
-      [] { raio::Task(Add).SetResource("TPU", 1).Remote(1, 2).Get(10s); });
+      [] { raio::Task(Add).SetResource("TPU", 1).Remote(1, 2).Get(Scaled(10s)); });
   EXPECT_TRUE(Mentions(msg, {"run Add", "TPU: 1", "CPU: 2", "GPU: 2", "slot: 1"}));
   msg = ErrorOf<raio::UnschedulableError>(
-      [] { raio::Task(Add).SetResource("GPU", 3).Remote(1, 2).Get(10s); });
+      [] { raio::Task(Add).SetResource("GPU", 3).Remote(1, 2).Get(Scaled(10s)); });
   EXPECT_TRUE(Mentions(msg, {"GPU: 3", "GPU: 2"}));
   msg = ErrorOf<raio::UnschedulableError>(
-      [] { raio::Task(Add).SetResource("CPU", 100).Remote(1, 2).Get(10s); });
+      [] { raio::Task(Add).SetResource("CPU", 100).Remote(1, 2).Get(Scaled(10s)); });
   EXPECT_TRUE(Mentions(msg, {"CPU: 100", "CPU: 2"}));
   msg = ErrorOf<raio::UnschedulableError>(
-      [] { raio::Task(Add).SetResource("slot", 2).Remote(1, 2).Get(10s); });
+      [] { raio::Task(Add).SetResource("slot", 2).Remote(1, 2).Get(Scaled(10s)); });
   EXPECT_TRUE(Mentions(msg, {"slot: 2", "slot: 1"}));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  // A deadline, not a speed claim: the four fail without waiting out their Get timeouts.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, Scaled(10s));
   // An actor no node can host fails at creation.
   msg = ErrorOf<raio::UnschedulableError>(
       [] { raio::Actor(Sink::Create).SetResource("GPU", 8).Remote(); });
@@ -385,23 +395,25 @@ TEST_F(BadInputTest, TaskArgumentAboveTheObjectLimitIsRefusedAtRemote) {
   // Nothing was left in the store, and a large argument under the limit still works.
   EXPECT_EQ(raio::internal::GetObjectStats().store_objects, 0u);
   std::vector<uint8_t> ok = MakeBytes(8 * kMiB, 4);
-  EXPECT_EQ(raio::Task(Checksum).Remote(ok).Get(10s), ChecksumBytes(ok.data(), ok.size()));
+  EXPECT_EQ(raio::Task(Checksum).Remote(ok).Get(Scaled(10s)), ChecksumBytes(ok.data(), ok.size()));
   ExpectClusterWorks();
 }
 
 TEST_F(BadInputTest, ResultAboveTheObjectLimitFailsAtGetAndTheWorkerLivesOn) {
   const int64_t n = 40 * kMiB;
   std::string msg = ErrorOf<raio::ObjectStoreFullError>(
-      [&] { raio::Task(MakeBytes).SetMaxRetries(0).Remote(n, 1).Get(20s); });
+      [&] { raio::Task(MakeBytes).SetMaxRetries(0).Remote(n, 1).Get(Scaled(20s)); });
   EXPECT_TRUE(Mentions(
       msg, {"result of", "MakeBytes", std::to_string(n), std::to_string(kMaxObjectBytes)}));
   // The same from an actor method: the actor's process survives and answers again.
   auto sink = raio::Actor(Sink::Create).Remote();
-  int pid = sink.Task(&Sink::Pid).Remote().Get(10s);
-  msg = ErrorOf<raio::ObjectStoreFullError>([&] { sink.Task(&Sink::Make).Remote(n).Get(20s); });
+  int pid = sink.Task(&Sink::Pid).Remote().Get(Scaled(10s));
+  msg = ErrorOf<raio::ObjectStoreFullError>(
+      [&] { sink.Task(&Sink::Make).Remote(n).Get(Scaled(20s)); });
   EXPECT_TRUE(Mentions(msg, {"Make", std::to_string(n), std::to_string(kMaxObjectBytes)}));
-  EXPECT_EQ(sink.Task(&Sink::Pid).Remote().Get(10s), pid);
-  EXPECT_EQ(sink.Task(&Sink::Make).Remote(int64_t{2 * kMiB}).Get(10s).size(), size_t(2 * kMiB));
+  EXPECT_EQ(sink.Task(&Sink::Pid).Remote().Get(Scaled(10s)), pid);
+  EXPECT_EQ(sink.Task(&Sink::Make).Remote(int64_t{2 * kMiB}).Get(Scaled(10s)).size(),
+            size_t(2 * kMiB));
   sink.Kill();
   ExpectClusterWorks();
 }
@@ -416,17 +428,19 @@ TEST_F(BadInputTest, InlineArgumentsAboveTheRequestLimitAreRefusedAtRemote) {
   EXPECT_TRUE(Mentions(msg, {"CreateWith", std::to_string(kMaxRequestBytes)}));
   // The way around: Put it and pass the ref (read from the store, not inline).
   auto ref = raio::Put(big);
-  EXPECT_EQ(sink.Task(&Sink::Size).Remote(ref).Get(10s), static_cast<int64_t>(big.size()));
+  EXPECT_EQ(sink.Task(&Sink::Size).Remote(ref).Get(Scaled(10s)), static_cast<int64_t>(big.size()));
   // A task's large by-value argument goes to the store, so the request limit is no bound.
-  EXPECT_EQ(raio::Task(Checksum).Remote(big).Get(10s), ChecksumBytes(big.data(), big.size()));
+  EXPECT_EQ(raio::Task(Checksum).Remote(big).Get(Scaled(10s)),
+            ChecksumBytes(big.data(), big.size()));
   // A list of small objects (each under 100 KiB, so not in the store) is copied into the
   // task's request when its refs resolve: 50 x 96 KB is above 4 MiB.
   std::vector<raio::ObjectRef<std::vector<double>>> small;
   for (int i = 0; i < 50; ++i) small.push_back(raio::Put(std::vector<double>(12000, i)));
-  msg = ErrorOf<raio::InvalidUsageError>([&] { raio::Task(CountElements).Remote(small).Get(10s); });
+  msg = ErrorOf<raio::InvalidUsageError>(
+      [&] { raio::Task(CountElements).Remote(small).Get(Scaled(10s)); });
   EXPECT_TRUE(Mentions(msg, {"CountElements", std::to_string(kMaxRequestBytes)}));
   small.resize(20);
-  EXPECT_EQ(raio::Task(CountElements).Remote(small).Get(10s), 20 * 12000);
+  EXPECT_EQ(raio::Task(CountElements).Remote(small).Get(Scaled(10s)), 20 * 12000);
   sink.Kill();
   ExpectClusterWorks();
 }
@@ -434,8 +448,8 @@ TEST_F(BadInputTest, InlineArgumentsAboveTheRequestLimitAreRefusedAtRemote) {
 // --- Names and types ----------------------------------------------------------------
 
 TEST_F(BadInputTest, FunctionTheWorkerLacksFailsAtGetNamingIt) {
-  std::string msg =
-      ErrorOf<raio::RemoteFunctionNotFoundError>([] { raio::Task(DriverOnly).Remote(1).Get(10s); });
+  std::string msg = ErrorOf<raio::RemoteFunctionNotFoundError>(
+      [] { raio::Task(DriverOnly).Remote(1).Get(Scaled(10s)); });
   EXPECT_TRUE(Mentions(msg, {"DriverOnly"}));
   ExpectClusterWorks();
 }
@@ -447,7 +461,7 @@ TEST_F(BadInputTest, GetActorWithTheWrongTypeIsRefusedNamingBothTypes) {
   EXPECT_TRUE(Mentions(msg, {"the-sink", "Sink", "Accumulator"}));
   auto same = raio::GetActor<Sink>("the-sink");
   ASSERT_TRUE(same.has_value());
-  EXPECT_EQ(same->Task(&Sink::Size).Remote(std::vector<uint8_t>(3)).Get(10s), 3);
+  EXPECT_EQ(same->Task(&Sink::Size).Remote(std::vector<uint8_t>(3)).Get(Scaled(10s)), 3);
   sink.Kill();
   ExpectClusterWorks();
 }

@@ -3,8 +3,8 @@
 // worker processes (found through `raio status --json`) at intervals. Every result must be
 // right, and afterwards no object, lease, worker or resource may be left behind.
 //
-// Knobs (environment): RAIO_CHAOS_KILL_INTERVAL_MS (default 150), RAIO_CHAOS_KILLS_PER_WAVE
-// (default 4, of 10 waves), RAIO_CHAOS_SEED.
+// Knobs (environment): RAIO_CHAOS_KILL_INTERVAL_MS (default 150, times the test time scale),
+// RAIO_CHAOS_KILLS_PER_WAVE (default 4, of 10 waves), RAIO_CHAOS_SEED.
 #include <gtest/gtest.h>
 #include <raio/raio.h>
 #include <signal.h>
@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "raio/testkit/time_scale.h"
 #include "test_functions.h"
 
 using namespace std::chrono_literals;
@@ -225,8 +226,10 @@ TEST_F(ChaosTest, TenThousandTasksAndActorCallsSurviveKilledWorkers) {
   for (auto& a : actors) ASSERT_GT(a.Task(&Scaler::Scale).Remote(1).Get(), 0);
 
   unsigned seed = static_cast<unsigned>(EnvInt("RAIO_CHAOS_SEED", 1234));
-  Killer killer([this] { return Status(); },
-                std::chrono::milliseconds(EnvInt("RAIO_CHAOS_KILL_INTERVAL_MS", 150)), seed);
+  // The pace of the kills (not a deadline) follows the pace of the build.
+  const auto interval = std::chrono::milliseconds(
+      EnvInt("RAIO_CHAOS_KILL_INTERVAL_MS", static_cast<int>(raio::testkit::ScaledMs(150ms))));
+  Killer killer([this] { return Status(); }, interval, seed);
 
   constexpr int kWaves = 10;
   constexpr int kPerWave = 1000;  // 10 x 1,000 = 10,000 tasks and actor calls
@@ -236,6 +239,7 @@ TEST_F(ChaosTest, TenThousandTasksAndActorCallsSurviveKilledWorkers) {
   int checked = 0;
   auto started = std::chrono::steady_clock::now();
   for (int wave = 0; wave < kWaves; ++wave) {
+    const int kills_before = killer.kills();
     killer.Allow(kills_per_wave);
     std::vector<raio::ObjectRef<int64_t>> squares, scaled, ref_sums, nested, echo_sums;
     std::vector<raio::ObjectRef<double>> sums;
@@ -274,6 +278,12 @@ TEST_F(ChaosTest, TenThousandTasksAndActorCallsSurviveKilledWorkers) {
           scaled.push_back(actors[i % 2].Task(&Scaler::Scale).Remote(i));
           scaled_in.push_back(i);
       }
+    }
+    // The killer strikes while this wave's work is out, whatever the pace of the build
+    // (workers, and the actors' at least, are there to kill).
+    if (kills_per_wave > 0) {
+      EXPECT_TRUE(WaitFor([&] { return killer.kills() > kills_before; }, 30s))
+          << "no worker killed in wave " << wave;
     }
     auto sq = raio::Get(squares);
     for (size_t j = 0; j < sq.size(); ++j) ASSERT_EQ(sq[j], square_in[j] * square_in[j]);

@@ -138,11 +138,12 @@ class CliClusterTest : public ::testing::Test {
            " RAIO_NODE_ID=" + zones_[zone] + " RAIO_ADDRESS=" + address_ +
            " RAIO_TEST_SCENARIO=" + scenario + " " + Self();
   }
-  // Driver(scenario, zone, env) in the background, its output going to file `out`.
+  // Driver(scenario, zone, env) in the background, its output going to file `out`; it dies
+  // with the test (SpawnCommand).
   void SpawnDriver(const std::string& scenario, const std::string& zone, const std::string& env,
                    const std::filesystem::path& out) {
-    std::string cmd = Driver(scenario, zone, env) + " > " + out.string() + " 2>&1 &";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::string cmd = Driver(scenario, zone, env) + " > " + out.string() + " 2>&1";
+    ASSERT_GT(SpawnCommand(cmd), 0) << cmd;
   }
   // Waits up to `timeout` for one of `whats` to appear in file `path`; `*output` is then
   // its contents.

@@ -4,6 +4,10 @@
 # Usage: digits_cli_test.sh PATH_TO_DIGITS_BINARY
 set -u
 bin="$1"
+# Each run has a deadline (120 s times the test time scale): a run that hangs fails here
+# with exit 124 instead of holding the test until ctest kills it.
+limit_s=$(awk -v s="${RAIO_TEST_TIME_SCALE:-1}" \
+  'BEGIN { s += 0; if (s < 1) s = 1; printf "%d", 120 * s }')
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 failures=0
@@ -13,7 +17,7 @@ expect_error() {
   local name="$1" message="$2"
   shift 2
   local rc=0
-  "$bin" "$@" >"$dir/out" 2>"$dir/err" || rc=$?
+  timeout -k 10 "$limit_s" "$bin" "$@" >"$dir/out" 2>"$dir/err" || rc=$?
   if [ "$rc" -eq 0 ] || ! grep -qF -- "$message" "$dir/err"; then
     echo "FAIL $name: exit $rc, stderr:"; cat "$dir/err"; failures=$((failures + 1))
   else
@@ -48,7 +52,8 @@ expect_error too_few_rows "need at least --workers (4) training rows" --subset 5
 
 for mode in sync async; do
   rc=0
-  "$bin" --subset 400 --trials 2 --epochs 5 --workers 2 --mode "$mode" --quiet >"$dir/out" 2>&1 || rc=$?
+  timeout -k 10 "$limit_s" "$bin" --subset 400 --trials 2 --epochs 5 --workers 2 --mode "$mode" \
+    --quiet >"$dir/out" 2>&1 || rc=$?
   if [ "$rc" -ne 0 ] || ! grep -q "^test accuracy: " "$dir/out"; then
     echo "FAIL end_to_end_$mode: exit $rc"; cat "$dir/out"; failures=$((failures + 1))
   else

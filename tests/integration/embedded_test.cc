@@ -4,6 +4,7 @@
 #include <raio/raio.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,10 +20,13 @@
 #include <vector>
 
 #include "harness.h"
+#include "raio/testkit/time_scale.h"
 #include "test_functions.h"
 
 using namespace raio_test;
 using namespace std::chrono_literals;
+using raio::testkit::Scaled;
+using raio::testkit::ScaledMs;
 
 namespace {
 
@@ -76,14 +80,20 @@ TEST_F(EmbeddedTest, ManyAsyncTasksAllCorrect) {
 }
 
 TEST_F(EmbeddedTest, TasksRunInParallelInSeparateProcesses) {
-  auto a = raio::Task(SleepAndStamp).Remote(400);
-  auto b = raio::Task(SleepAndStamp).Remote(400);
-  auto pa = a.Get();
-  auto pb = b.Get();
-  // Both started before either ended: they overlapped.
-  EXPECT_LT(pa[0], pb[1]);
-  EXPECT_LT(pb[0], pa[1]);
+  // Each task waits (up to 30 s) until both have started: run one after the other, the
+  // first would give up and see only itself.
+  const std::string meet = FreshTestDir("parallel");
+  auto a = raio::Task(MeetIn).Remote(meet, 2, ScaledMs(30s));
+  auto b = raio::Task(MeetIn).Remote(meet, 2, ScaledMs(30s));
+  EXPECT_EQ(a.Get(), 2) << "the tasks did not run at the same time";
+  EXPECT_EQ(b.Get(), 2) << "the tasks did not run at the same time";
+  // In two processes, neither of them this one.
+  std::vector<int> pids = EntryPids(meet);
+  ASSERT_EQ(pids.size(), 2u);
+  EXPECT_NE(pids[0], pids[1]);
+  for (int pid : pids) EXPECT_NE(pid, getpid());
   EXPECT_NE(raio::Task(Pid).Remote().Get(), getpid());
+  std::filesystem::remove_all(meet);
 }
 
 TEST_F(EmbeddedTest, ObjectRefArgumentsAreResolved) {
@@ -115,21 +125,28 @@ TEST_F(EmbeddedTest, OverloadsAreSelectable) {
 }
 
 TEST_F(EmbeddedTest, WaitSplitsReadyAndPending) {
-  std::vector<raio::ObjectRef<int>> refs{raio::Task(SleepMs).Remote(0),
-                                         raio::Task(SleepMs).Remote(3000)};
-  auto [ready, pending] = raio::Wait(refs, 1, 2s);
+  // The second task is held until the test releases it: it cannot be ready before.
+  const std::string dir = FreshTestDir("wait");
+  const std::string release = dir + "/release";
+  std::vector<raio::ObjectRef<int>> refs{
+      raio::Task(SleepMs).Remote(0),
+      raio::Task(HoldUntilReleased).Remote(dir, release, 3000, ScaledMs(60s))};
+  auto [ready, pending] = raio::Wait(refs, 1, Scaled(10s));
   ASSERT_EQ(ready.size(), 1u);
   ASSERT_EQ(pending.size(), 1u);
   EXPECT_EQ(ready[0].Get(), 0);
-  auto r2 = raio::Wait(refs, 2, 10ms);
+  auto r2 = raio::Wait(refs, 2, 10ms);  // expected to time out
   EXPECT_EQ(r2.pending.size(), 1u);
   EXPECT_THROW(raio::Wait(refs, 3), raio::InvalidUsageError);
+  Touch(release);
+  EXPECT_EQ(refs[1].Get(Scaled(30s)), 3000);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(EmbeddedTest, GetTimeoutLeavesTaskRunning) {
   auto ref = raio::Task(SleepMs).Remote(600);
   EXPECT_THROW(ref.Get(50ms), raio::GetTimeoutError);
-  EXPECT_EQ(ref.Get(10s), 600);
+  EXPECT_EQ(ref.Get(Scaled(10s)), 600);
 }
 
 TEST_F(EmbeddedTest, ExceptionBecomesTaskError) {
@@ -220,13 +237,33 @@ TEST_F(EmbeddedTest, InterleavedCrashesAreChargedToTheCrashingTasksOnly) {
 }
 
 TEST_F(EmbeddedTest, ForceCancelDoesNotUseRetriesOfTasksQueuedOnTheSameWorker) {
-  EXPECT_EQ(raio::Task(Add).Remote(1, 1).Get(), 2);
+  // All calls are of one function and shape (one scheduling class). Its history of quick
+  // calls makes the owner pipeline the next ones onto busy workers, so that some queue
+  // behind the first call, which is held until it is cancelled.
+  const std::string dir = FreshTestDir("force-cancel");
+  const std::string released = dir + "/released", never = dir + "/never";
+  const std::string held_started = dir + "/held", quick_started = dir + "/quick";
+  for (const auto& d : {held_started, quick_started}) std::filesystem::create_directories(d);
+  Touch(released);
+  auto quick = [&](int value) {
+    return raio::Task(HoldUntilReleased)
+        .SetMaxRetries(0)
+        .Remote(quick_started, released, value, ScaledMs(60s));
+  };
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(quick(i).Get(Scaled(30s)), i);
   std::vector<raio::ObjectRef<int>> refs;
-  for (int i = 0; i < 20; ++i) refs.push_back(raio::Task(SleepMs).SetMaxRetries(0).Remote(30));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  refs.push_back(raio::Task(HoldUntilReleased)
+                     .SetMaxRetries(0)
+                     .Remote(held_started, never, -1, ScaledMs(60s)));
+  for (int i = 1; i < 20; ++i) refs.push_back(quick(i));
+  // Cancel the first call once it runs (not before it started, nor after it ended: it ends
+  // only by the cancel).
+  ASSERT_TRUE(WaitFor([&] { return CountEntries(held_started) == 1; }, 30s))
+      << "the first task did not start";
   raio::Cancel(refs[0], /*force=*/true);
-  EXPECT_THROW(refs[0].Get(), raio::TaskCancelledError);
-  for (int i = 1; i < 20; ++i) EXPECT_EQ(refs[i].Get(), 30) << "task " << i;
+  EXPECT_THROW(refs[0].Get(Scaled(30s)), raio::TaskCancelledError);
+  for (int i = 1; i < 20; ++i) EXPECT_EQ(refs[i].Get(Scaled(30s)), i) << "task " << i;
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(EmbeddedTest, NestedTasksDoNotDeadlockAFullNode) {
@@ -248,26 +285,38 @@ TEST_F(EmbeddedTest, UnregisteredFunctionsGiveClearErrors) {
 }
 
 TEST_F(EmbeddedTest, CancelDropsQueuedTasksAndEndsRunningOnes) {
+  // Two tasks hold both CPUs until the test releases them (`a` never is).
+  const std::string dir = FreshTestDir("cancel");
+  const std::string a_started = dir + "/a", b_started = dir + "/b";
+  for (const auto& d : {a_started, b_started}) std::filesystem::create_directories(d);
+  auto a = raio::Task(HoldUntilReleased).Remote(a_started, dir + "/release-a", 1, ScaledMs(60s));
+  auto b = raio::Task(HoldUntilReleased).Remote(b_started, dir + "/release-b", 2, ScaledMs(60s));
+  ASSERT_TRUE(
+      WaitFor([&] { return CountEntries(a_started) == 1 && CountEntries(b_started) == 1; }, 30s))
+      << "the two tasks did not start";
   // Both CPUs busy: a third task stays queued and is dropped by Cancel.
-  auto a = raio::Task(SleepMs).Remote(1500);
-  auto b = raio::Task(SleepMs).Remote(1500);
   auto queued = raio::Task(SleepMs).Remote(1);
   raio::Cancel(queued);
-  EXPECT_THROW(queued.Get(1s), raio::TaskCancelledError);
-  // force ends a running task's worker; the task is not retried.
-  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(queued.Get(Scaled(10s)), raio::TaskCancelledError);
+  // force ends a running task's worker (`a` would otherwise run until its 60 s pass); the
+  // task is not retried.
+  const int a_pid = EntryPids(a_started).at(0);
   raio::Cancel(a, /*force=*/true);
-  EXPECT_THROW(a.Get(10s), raio::TaskCancelledError);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 1400ms);
-  // Without force a running task finishes, but its result is dropped.
+  EXPECT_THROW(a.Get(Scaled(10s)), raio::TaskCancelledError);
+  EXPECT_TRUE(WaitFor([&] { return ::kill(a_pid, 0) != 0; }, 10s))
+      << "the worker of the force-cancelled task (pid " << a_pid << ") still runs";
+  // Without force a running task finishes (released after the cancel), but its result is
+  // dropped.
   raio::Cancel(b);
-  EXPECT_THROW(b.Get(10s), raio::TaskCancelledError);
+  Touch(dir + "/release-b");
+  EXPECT_THROW(b.Get(Scaled(10s)), raio::TaskCancelledError);
   // Cancelling a finished task is a no-op.
   auto done = raio::Task(Add).Remote(1, 2);
   EXPECT_EQ(done.Get(), 3);
   raio::Cancel(done, true);
   EXPECT_EQ(done.Get(), 3);
   EXPECT_EQ(raio::Task(Add).Remote(2, 2).Get(), 4);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(EmbeddedTest, InitOrShutdownInsideATaskIsATaskError) {
@@ -286,16 +335,16 @@ TEST_F(EmbeddedTest, InitOrShutdownInsideATaskIsATaskError) {
 TEST_F(EmbeddedTest, InfeasibleDemandFailsAtGetNamingResources) {
   auto ref = raio::Task(Add).SetResource("CPU", 100).Remote(1, 2);
   try {
-    ref.Get(10s);
+    ref.Get(Scaled(10s));
     FAIL() << "expected UnschedulableError";
   } catch (const raio::UnschedulableError& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("CPU: 100"), std::string::npos) << msg;
     EXPECT_NE(msg.find("CPU: 2"), std::string::npos) << msg;
   }
-  EXPECT_THROW(raio::Task(Add).SetResource("TPU", 1).Remote(1, 2).Get(10s),
+  EXPECT_THROW(raio::Task(Add).SetResource("TPU", 1).Remote(1, 2).Get(Scaled(10s)),
                raio::UnschedulableError);
-  EXPECT_THROW(raio::Task(Add).SetResource("GPU", 1.5).Remote(1, 2).Get(10s),
+  EXPECT_THROW(raio::Task(Add).SetResource("GPU", 1.5).Remote(1, 2).Get(Scaled(10s)),
                raio::UnschedulableError);
 }
 
@@ -310,21 +359,36 @@ TEST_F(EmbeddedTest, InvalidResourceValuesAreRejected) {
 }
 
 TEST_F(EmbeddedTest, FractionalAndCustomResourcesLimitConcurrency) {
-  // slot: 1 on the node, so two slot tasks run one after the other.
-  auto a = raio::Task(SleepAndStamp).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(300);
-  auto b = raio::Task(SleepAndStamp).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(300);
-  auto pa = a.Get();
-  auto pb = b.Get();
-  EXPECT_TRUE(pa[1] <= pb[0] || pb[1] <= pa[0]) << "slot tasks overlapped";
+  // slot: 1 on the node, so two slot tasks run one after the other: both are held until the
+  // test releases them, and while the first holds the slot the second does not start.
+  const std::string slot_dir = FreshTestDir("slot");
+  const std::string started = slot_dir + "/started", release = slot_dir + "/release";
+  std::filesystem::create_directories(started);
+  auto slot_task = [&](int value) {
+    return raio::Task(HoldUntilReleased)
+        .SetResources({{"CPU", 0.5}, {"slot", 1}})
+        .Remote(started, release, value, ScaledMs(60s));
+  };
+  auto a = slot_task(1);
+  auto b = slot_task(2);
+  ASSERT_TRUE(WaitFor([&] { return CountEntries(started) >= 1; }, 30s)) << "no slot task started";
+  // The second one's chance has passed: a task submitted after it, needing only CPU (free
+  // beside the first), got a worker and ran to the end.
+  EXPECT_EQ(raio::Task(Add).SetResource("CPU", 0.5).Remote(1, 2).Get(Scaled(30s)), 3);
+  EXPECT_EQ(raio::internal::GetNodeResourceStats().available["slot"], 0);
+  EXPECT_EQ(CountEntries(started), 1) << "slot tasks overlapped";
+  Touch(release);
+  EXPECT_EQ(a.Get(Scaled(30s)), 1);
+  EXPECT_EQ(b.Get(Scaled(30s)), 2);
+  EXPECT_EQ(CountEntries(started), 2);
+  std::filesystem::remove_all(slot_dir);
   // Fractional CPUs: four 0.5-CPU tasks fit two CPUs at once. Each waits (up to 30 s) until
   // all four have started; with room for fewer at once, the others would start only after
   // those time out and see fewer than four.
-  std::string meet = std::filesystem::temp_directory_path() /
-                     ("raio-meet-" + std::to_string(getpid()));
-  std::filesystem::create_directories(meet);
+  const std::string meet = FreshTestDir("meet");
   std::vector<raio::ObjectRef<int>> refs;
   for (int i = 0; i < 4; ++i)
-    refs.push_back(raio::Task(MeetIn).SetResource("CPU", 0.5).Remote(meet, 4, 30000));
+    refs.push_back(raio::Task(MeetIn).SetResource("CPU", 0.5).Remote(meet, 4, ScaledMs(30s)));
   for (int seen : raio::Get(refs)) EXPECT_EQ(seen, 4) << "four half-CPU tasks did not run together";
   std::filesystem::remove_all(meet);
 }
@@ -376,11 +440,19 @@ TEST_F(EmbeddedTest, TasksWithDifferentGpusNeverShareAWorkerProcess) {
     return raio::Task(PidAndDevices).SetResources({{"CPU", 0}, {"GPU", gpus}}).Remote(ms);
   };
   for (int round = 0; round < 3; ++round) {
-    // Concurrently: two one-GPU tasks hold the two devices at once.
-    auto first = task(1, 300);
-    auto second = task(1, 300);
+    // Concurrently: two one-GPU tasks hold the two devices at once (each waits until both
+    // have started).
+    const std::string meet = FreshTestDir("gpu-meet");
+    auto together = [&] {
+      return raio::Task(PidAndDevicesAfterMeeting)
+          .SetResources({{"CPU", 0}, {"GPU", 1}})
+          .Remote(meet, 2, ScaledMs(30s));
+    };
+    auto first = together();
+    auto second = together();
     std::set<std::string> concurrent{record(first.Get()), record(second.Get())};
     EXPECT_EQ(concurrent, (std::set<std::string>{"0", "1"})) << "round " << round;
+    std::filesystem::remove_all(meet);
     // Sequentially: one GPU, both, none.
     std::string one = record(task(1, 0).Get());
     EXPECT_TRUE(one == "0" || one == "1") << one;
@@ -461,7 +533,8 @@ TEST(LifecycleTest, UnreachableAddressFailsFast) {
   options.address = "127.0.0.1:1";
   auto start = std::chrono::steady_clock::now();
   EXPECT_THROW(raio::Init(options), raio::ClusterUnavailableError);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  // A deadline, not a speed claim: Init must not wait for a cluster to appear.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, Scaled(10s));
   EXPECT_FALSE(raio::IsInitialized());
   // Not an address at all: a usage error, not an unreachable cluster.
   options.address = "not-an-address";
@@ -493,6 +566,7 @@ TEST(LifecycleTest, ASigkilledDriverLeavesNothingInDevShm) {
   pid_t driver = ::fork();
   ASSERT_GE(driver, 0);
   if (driver == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with the test
     ::setenv("TMPDIR", base.c_str(), 1);
     ::setenv("RAIO_TEST_HOLD_EMBEDDED", "1", 1);
     std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -529,7 +603,7 @@ int HoldEmbeddedCluster() {
   auto big = raio::Put(std::vector<double>(1 << 16, 1.0));  // 512 KiB: in the store
   if (big.Get().size() != (1u << 16)) return 2;
   std::ofstream(std::string(std::getenv("TMPDIR")) + "/ready") << "ok\n";
-  std::this_thread::sleep_for(120s);
+  std::this_thread::sleep_for(Scaled(120s));  // the test kills it long before
   return 1;
 }
 

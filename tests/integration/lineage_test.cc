@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "cli_cluster.h"
+#include "raio/testkit/time_scale.h"
 #include "scenario_main.h"
 #include "test_functions.h"
 
 using namespace raio_test;
 using namespace std::chrono_literals;
+using raio::testkit::Scaled;
 
 namespace {
 
@@ -52,6 +54,20 @@ pid_t EnvPid(const char* name) {
   return v == nullptr ? 0 : static_cast<pid_t>(std::atoi(v));
 }
 
+// SIGKILLs node b's daemon (B_PID) and waits until it and its workers are gone: a read
+// before that could still reach a copy there, or its owner. False when one outlives it.
+bool KillNodeB() {
+  const pid_t b = EnvPid("B_PID");
+  if (b <= 0) return false;
+  std::vector<pid_t> processes = ChildPids(b);
+  processes.push_back(b);
+  if (::kill(b, SIGKILL) != 0) return false;
+  for (pid_t p : processes) {
+    if (!WaitFor([&] { return !ProcessRuns(p); }, 30s)) return false;
+  }
+  return true;
+}
+
 raio::SchedulingStrategy OnB() {
   return raio::SchedulingStrategy::NodeAffinity(std::getenv("B_NODE"), /*soft=*/true);
 }
@@ -74,11 +90,11 @@ int ScenarioChain() {
     return raio::Task(Stage).SetSchedulingStrategy(OnB()).Remote(one, 2, runs);
   }();
   std::vector<raio::ObjectRef<std::vector<uint8_t>>> wait{last};
-  raio::Wait(wait, 1, 60s);
-  ::kill(EnvPid("B_PID"), SIGKILL);
+  raio::Wait(wait, 1, Scaled(60s));
+  if (!KillNodeB()) return 1;
   std::cout << "killed b" << std::endl;
   try {
-    uint64_t sum = Checksum(last.Get(120s));
+    uint64_t sum = Checksum(last.Get(Scaled(120s)));
     std::cout << (sum == Expected(7, 3) ? "checksum right" : "checksum WRONG") << std::endl;
   } catch (const raio::ObjectLostError& e) {
     std::cout << "ObjectLostError: " << e.what() << std::endl;
@@ -93,10 +109,10 @@ int ScenarioNoRetries() {
   auto ref = raio::Task(Source).SetSchedulingStrategy(OnB()).SetMaxRetries(0).Remote(
       3, std::string(std::getenv("RUNS")));
   std::vector<raio::ObjectRef<std::vector<uint8_t>>> wait{ref};
-  raio::Wait(wait, 1, 60s);
-  ::kill(EnvPid("B_PID"), SIGKILL);
+  raio::Wait(wait, 1, Scaled(60s));
+  if (!KillNodeB()) return 1;
   try {
-    ref.Get(120s);
+    ref.Get(Scaled(120s));
     std::cout << "returned: WRONG" << std::endl;
   } catch (const raio::OwnerDiedError& e) {
     std::cout << "OwnerDiedError: WRONG " << e.what() << std::endl;
@@ -115,10 +131,10 @@ int ScenarioOwnerDied() {
                   .SetSchedulingStrategy(
                       raio::SchedulingStrategy::NodeAffinity(std::getenv("B_NODE"), false))
                   .Remote(2, kBlobBytes)
-                  .Get(60s);
-  ::kill(EnvPid("B_PID"), SIGKILL);
+                  .Get(Scaled(60s));
+  if (!KillNodeB()) return 1;
   try {
-    refs[0].Get(120s);
+    refs[0].Get(Scaled(120s));
     std::cout << "driver read it: WRONG" << std::endl;
   } catch (const raio::OwnerDiedError& e) {
     std::cout << "driver OwnerDiedError: " << e.what() << std::endl;
@@ -127,7 +143,7 @@ int ScenarioOwnerDied() {
     raio::Task(ChecksumAll)
         .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(std::getenv("C_NODE")))
         .Remote(refs)
-        .Get(120s);
+        .Get(Scaled(120s));
     std::cout << "task read it: WRONG" << std::endl;
   } catch (const std::exception& e) {
     std::cout << "task on c: " << e.what() << std::endl;

@@ -25,12 +25,14 @@
 
 #include "cli_cluster.h"
 #include "harness.h"
+#include "raio/testkit/time_scale.h"
 #include "scenario_main.h"
 #include "test_functions.h"
 
 using namespace raio_test;
 using namespace std::chrono_literals;
 using nlohmann::json;
+using raio::testkit::Scaled;
 
 namespace {
 
@@ -132,8 +134,8 @@ TEST_F(MultiNodeActorTest, ADetachedActorOutlivesItsJobAndALaterDriverFindsIt) {
 
 TEST_F(MultiNodeActorTest, TheActorsOfANodeThatLeavesDieNamingIt) {
   std::string out_file = (dir_ / "leaves.out").string();
-  std::string cmd = Driver("outlive_node", "a") + " > " + out_file + " 2>&1 &";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::string cmd = Driver("outlive_node", "a") + " > " + out_file + " 2>&1";
+  ASSERT_GT(SpawnCommand(cmd), 0);
   auto read = [&] {
     std::ifstream in(out_file);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -167,8 +169,8 @@ TEST_F(MultiNodeActorTest, TheActorsOfANodeThatLeavesDieNamingIt) {
 
 TEST_F(MultiNodeActorTest, AnActorNoNodeCanHoldWaitsVisiblyUntilANodeThatCanJoins) {
   std::string out_file = (dir_ / "late.out").string();
-  std::string cmd = Driver("late_actor", "a") + " > " + out_file + " 2>&1 &";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::string cmd = Driver("late_actor", "a") + " > " + out_file + " 2>&1";
+  ASSERT_GT(SpawnCommand(cmd), 0);
   auto read = [&] {
     std::ifstream in(out_file);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -231,10 +233,10 @@ void InitShared() {
 int ScenarioCreateThenCallFromB() {
   InitShared();
   auto counter = raio::Actor(Tally::Create).SetName("counter").Remote(10);
-  std::cout << "actor on " << counter.Task(&Tally::Node).Remote().Get(60s) << std::endl;
-  if (counter.Task(&Tally::Add).Remote(1).Get(60s) != 11) return 1;
+  std::cout << "actor on " << counter.Task(&Tally::Node).Remote().Get(Scaled(60s)) << std::endl;
+  if (counter.Task(&Tally::Add).Remote(1).Get(Scaled(60s)) != 11) return 1;
   RunChild("call_by_name");
-  std::cout << "after child " << counter.Task(&Tally::Add).Remote(0).Get(60s) << std::endl;
+  std::cout << "after child " << counter.Task(&Tally::Add).Remote(0).Get(Scaled(60s)) << std::endl;
   raio::Shutdown();
   return 0;
 }
@@ -244,8 +246,8 @@ int ScenarioCallByName() {
   std::cout << "driver on " << raio::GetNodeId() << std::endl;
   auto counter = raio::GetActor<Tally>("counter");
   if (!counter) return 3;
-  int total = counter->Task(&Tally::Add).Remote(5).Get(60s);
-  std::cout << "called " << total << " on " << counter->Task(&Tally::Node).Remote().Get(60s)
+  int total = counter->Task(&Tally::Add).Remote(5).Get(Scaled(60s));
+  std::cout << "called " << total << " on " << counter->Task(&Tally::Node).Remote().Get(Scaled(60s))
             << std::endl;
   raio::Shutdown();
   return 0;
@@ -254,7 +256,7 @@ int ScenarioCallByName() {
 int ScenarioSpecial() {
   InitShared();
   auto special = raio::Actor(Tally::Create).SetName("special").SetResource("special", 1).Remote(0);
-  std::cout << "special on " << special.Task(&Tally::Node).Remote().Get(60s) << std::endl;
+  std::cout << "special on " << special.Task(&Tally::Node).Remote().Get(Scaled(60s)) << std::endl;
   auto list = RunCommand(Cli("list actors --json --address " + Env("RAIO_ADDRESS")), false);
   json j = json::parse(list.output, nullptr, false);
   for (const auto& a : j.value("actors", json::array())) {
@@ -269,7 +271,7 @@ int ScenarioSpecial() {
 int ScenarioNameConflict() {
   InitShared();
   auto dup = raio::Actor(Tally::Create).SetName("dup").Remote(0);
-  dup.Task(&Tally::Add).Remote(0).Get(60s);
+  dup.Task(&Tally::Add).Remote(0).Get(Scaled(60s));
   RunChild("create_dup");
   raio::Shutdown();
   return 0;
@@ -284,7 +286,7 @@ int ScenarioCreateDup() {
     std::cout << "refused: InvalidUsageError: " << e.what() << std::endl;
   }
   auto other = raio::Actor(Tally::Create).SetName("dup").SetNamespace("other").Remote(1);
-  if (other.Task(&Tally::Add).Remote(1).Get(60s) == 2) std::cout << "other namespace ok\n";
+  if (other.Task(&Tally::Add).Remote(1).Get(Scaled(60s)) == 2) std::cout << "other namespace ok\n";
   raio::Shutdown();
   return 0;
 }
@@ -308,12 +310,12 @@ int ScenarioPlacement() {
   auto on_c = raio::Actor(Tally::Create)
                   .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(Env("C_NODE")))
                   .Remote(0);
-  std::cout << "affinity on " << on_c.Task(&Tally::Node).Remote().Get(60s) << "\n";
+  std::cout << "affinity on " << on_c.Task(&Tally::Node).Remote().Get(Scaled(60s)) << "\n";
   auto soft = raio::Actor(Tally::Create)
                   .SetSchedulingStrategy(
                       raio::SchedulingStrategy::NodeAffinity("0000000000000001", /*soft=*/true))
                   .Remote(0);
-  soft.Task(&Tally::Node).Remote().Get(60s);
+  soft.Task(&Tally::Node).Remote().Get(Scaled(60s));
   std::cout << "soft ok\n";
   Expect("hard unknown", [] {
     raio::Actor(Tally::Create)
@@ -327,10 +329,10 @@ int ScenarioPlacement() {
                          .Remote(0));
   }
   std::set<std::string> spread_nodes;
-  for (auto& a : spread) spread_nodes.insert(a.Task(&Tally::Node).Remote().Get(60s));
+  for (auto& a : spread) spread_nodes.insert(a.Task(&Tally::Node).Remote().Get(Scaled(60s)));
   std::cout << "spread " << spread_nodes.size() << "\n";
   auto labelled = raio::Actor(Tally::Create).SetLabelSelector({{"zone", "b"}}).Remote(0);
-  std::cout << "label on " << labelled.Task(&Tally::Node).Remote().Get(60s) << "\n";
+  std::cout << "label on " << labelled.Task(&Tally::Node).Remote().Get(Scaled(60s)) << "\n";
   Expect("bad selector", [] {
     raio::Actor(Tally::Create).SetLabelSelector({{"zone", "in(a"}}).Remote(0);
   });
@@ -341,10 +343,10 @@ int ScenarioPlacement() {
 int ScenarioKillFromB() {
   InitShared();
   auto victim = raio::Actor(Tally::Create).SetName("victim").SetResource("special", 1).Remote(0);
-  std::cout << "victim on " << victim.Task(&Tally::Node).Remote().Get(60s) << std::endl;
+  std::cout << "victim on " << victim.Task(&Tally::Node).Remote().Get(Scaled(60s)) << std::endl;
   RunChild("kill_by_name");
   try {
-    victim.Task(&Tally::Add).Remote(1).Get(60s);
+    victim.Task(&Tally::Add).Remote(1).Get(Scaled(60s));
     std::cout << "parent: still alive\n";
   } catch (const raio::ActorDiedError& e) {
     std::cout << "parent: ActorDiedError: " << e.what() << "\n";
@@ -368,8 +370,8 @@ int ScenarioDetachedCreate() {
   InitShared();
   auto keeper = raio::Actor(Tally::Create).SetName("keeper").SetDetached().Remote(5);
   auto temp = raio::Actor(Tally::Create).SetName("temp").Remote(0);
-  if (keeper.Task(&Tally::Add).Remote(1).Get(60s) != 6) return 1;
-  if (temp.Task(&Tally::Add).Remote(1).Get(60s) != 1) return 2;
+  if (keeper.Task(&Tally::Add).Remote(1).Get(Scaled(60s)) != 6) return 1;
+  if (temp.Task(&Tally::Add).Remote(1).Get(Scaled(60s)) != 1) return 2;
   raio::Shutdown();
   return 0;
 }
@@ -378,7 +380,7 @@ int ScenarioDetachedUse() {
   InitShared();
   auto keeper = raio::GetActor<Tally>("keeper");
   if (!keeper) return 1;
-  std::cout << "keeper total " << keeper->Task(&Tally::Add).Remote(1).Get(60s) << std::endl;
+  std::cout << "keeper total " << keeper->Task(&Tally::Add).Remote(1).Get(Scaled(60s)) << std::endl;
   if (!raio::GetActor<Tally>("temp")) std::cout << "temp gone" << std::endl;
   keeper->Kill();
   raio::Shutdown();
@@ -388,21 +390,22 @@ int ScenarioDetachedUse() {
 int ScenarioOutliveNode() {
   InitShared();
   auto on_c = raio::Actor(Tally::Create).SetName("on-c").SetResource("special", 1).Remote(0);
-  if (on_c.Task(&Tally::Node).Remote().Get(60s) != Env("C_NODE")) return 1;
+  if (on_c.Task(&Tally::Node).Remote().Get(Scaled(60s)) != Env("C_NODE")) return 1;
   std::cout << "ready" << std::endl;
-  // Calls until one fails: node c is ended meanwhile.
-  for (int i = 0; i < 3000; ++i) {
+  // Calls until one fails: node c is ended meanwhile (the test waits for "done").
+  const auto give_up = std::chrono::steady_clock::now() + Scaled(60s);
+  while (std::chrono::steady_clock::now() < give_up) {
     try {
-      on_c.Task(&Tally::Add).Remote(1).Get(60s);
+      on_c.Task(&Tally::Add).Remote(1).Get(Scaled(60s));
     } catch (const raio::ActorDiedError& e) {
       std::cout << "ActorDiedError: " << e.what() << std::endl;
       break;
     }
-    std::this_thread::sleep_for(10ms);
+    std::this_thread::sleep_for(10ms);  // the pace of the calls, not a wait for anything
   }
   // A later call gets the head's answer: dead, naming the node.
   try {
-    on_c.Task(&Tally::Add).Remote(1).Get(60s);
+    on_c.Task(&Tally::Add).Remote(1).Get(Scaled(60s));
   } catch (const raio::ActorDiedError& e) {
     std::cout << "ActorDiedError: " << e.what() << std::endl;
   }
@@ -415,9 +418,10 @@ int ScenarioLateActor() {
   InitShared();
   auto late = raio::Actor(Tally::Create).SetName("late").SetResource("late", 1).Remote(0);
   auto where = late.Task(&Tally::Node).Remote();
-  auto [ready, pending] = raio::Wait(std::vector<raio::ObjectRef<std::string>>{where}, 1, 1s);
+  auto [ready, pending] =
+      raio::Wait(std::vector<raio::ObjectRef<std::string>>{where}, 1, Scaled(1s));
   if (ready.empty()) std::cout << "pending while infeasible" << std::endl;
-  std::cout << "late on " << where.Get(60s) << std::endl;
+  std::cout << "late on " << where.Get(Scaled(60s)) << std::endl;
   std::cout << "late done" << std::endl;
   raio::Shutdown();
   return 0;

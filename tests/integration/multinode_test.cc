@@ -22,12 +22,15 @@
 #include <vector>
 
 #include "harness.h"
+#include "raio/testkit/time_scale.h"
 #include "scenario_main.h"
 #include "test_functions.h"
 
 using namespace raio_test;
 using namespace std::chrono_literals;
 using nlohmann::json;
+using raio::testkit::Scaled;
+using raio::testkit::ScaledMs;
 
 namespace {
 
@@ -120,8 +123,11 @@ TEST_F(MultiNodeTest, ASecondDaemonWithALiveNodesIdIsRefused) {
 }
 
 TEST_F(MultiNodeTest, TasksSpillToOtherNodesUnderLoad) {
-  // Six one-CPU tasks that each hold their CPU until all six run, on three nodes of two
-  // CPUs: they can only all run at once if the head's node spills four of them.
+  // Six one-CPU tasks that each hold their CPU until all six run (a task that does not meet
+  // the other five fails the driver), on three nodes of two CPUs: they can only all run at
+  // once if the head's node spills four of them, two to each other node. Each reports the
+  // node it ran on; no task ends before all six started, so no warm-up or worker start can
+  // let one CPU serve two of them.
   std::filesystem::path meet = dir_ / "spill-meet";
   std::filesystem::create_directories(meet);
   auto r = RunCommand(Driver("spill", "MEET_DIR=" + meet.string()));
@@ -149,8 +155,8 @@ TEST_F(MultiNodeTest, SpreadAffinityLabelsAndCustomResourcesPickNodes) {
 TEST_F(MultiNodeTest, InfeasibleWorkWaitsVisiblyUntilANodeThatCanRunItJoins) {
   std::string out_file = (dir_ / "late.out").string();
   // The driver submits a task demanding {late: 1}, which no node has; it waits.
-  std::string cmd = Driver("late") + " > " + out_file + " 2>&1 &";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::string cmd = Driver("late") + " > " + out_file + " 2>&1";
+  ASSERT_GT(SpawnCommand(cmd), 0);
   CommandResult status;
   EXPECT_TRUE(WaitFor(
       [&] {
@@ -247,11 +253,13 @@ TEST_F(MultiNodeTest, ADriverThatShutsDownHoldingRefsLeavesNoCopyOnAnyNode) {
   // The primary on b (made by a worker there) and the copy on a went with the driver.
   std::size_t left = 1;
   std::string listed;
-  for (int i = 0; i < 100 && left != 0; ++i) {
-    listed = RunCommand(Cli("list objects --json --address " + address_), false).output;
-    left = json::parse(listed, nullptr, false).value("objects", json::array()).size();
-    if (left != 0) std::this_thread::sleep_for(100ms);
-  }
+  WaitFor(
+      [&] {
+        listed = RunCommand(Cli("list objects --json --address " + address_), false).output;
+        left = json::parse(listed, nullptr, false).value("objects", json::array()).size();
+        return left == 0;
+      },
+      10s);
   EXPECT_EQ(left, 0u) << listed;
 }
 
@@ -260,10 +268,12 @@ TEST_F(MultiNodeTest, ADriverThatShutsDownHoldingRefsLeavesNoCopyOnAnyNode) {
 int ScenarioSpill() {
   raio::Init();
   std::vector<raio::ObjectRef<std::string>> refs;
-  // Each task waits until all six run (up to 60 s), so none frees its CPU for another.
+  // Each task waits until all six run, so none frees its CPU for another; one that gives up
+  // waiting throws, and so does this driver.
   const std::string meet = std::getenv("MEET_DIR");
-  for (int i = 0; i < 6; ++i) refs.push_back(raio::Task(NodeIdAfterMeeting).Remote(meet, 6, 60000));
-  for (auto& r : refs) std::cout << "node " << r.Get(60s) << "\n";
+  const int wait_ms = static_cast<int>(ScaledMs(60s));
+  for (int i = 0; i < 6; ++i) refs.push_back(raio::Task(NodeIdOnceAllMet).Remote(meet, 6, wait_ms));
+  for (auto& r : refs) std::cout << "node " << r.Get(Scaled(90s)) << "\n";
   raio::Shutdown();
   return 0;
 }
@@ -292,42 +302,45 @@ int ScenarioPlacement() {
     raio::Task(NodeIdAfterMs)
         .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(node))
         .Remote(0)
-        .Get(60s);
+        .Get(Scaled(60s));
   }
-  // The three SPREAD tasks meet (each waits until all three run), so each holds its own
-  // lease: without the meeting a lease freed early could serve a second one.
+  // The three SPREAD tasks meet (each waits until all three run, and throws if they do
+  // not), so each holds its own lease: without the meeting a lease freed early could serve
+  // a second one. Where the leases went is then the scheduler's decision alone.
   std::string meet = std::filesystem::temp_directory_path() / "spread-meet";
   std::filesystem::create_directories(meet);
   std::vector<raio::ObjectRef<std::string>> spread;
   for (int i = 0; i < 3; ++i) {
-    spread.push_back(raio::Task(NodeIdAfterMeeting)
+    spread.push_back(raio::Task(NodeIdOnceAllMet)
                          .SetSchedulingStrategy(raio::SchedulingStrategy::Spread())
-                         .Remote(meet, 3, 30000));
+                         .Remote(meet, 3, static_cast<int>(ScaledMs(60s))));
   }
   std::set<std::string> spread_nodes;
-  for (auto& r : spread) spread_nodes.insert(r.Get(60s));
+  for (auto& r : spread) spread_nodes.insert(r.Get(Scaled(90s)));
   std::cout << "spread " << spread_nodes.size() << "\n";
   std::cout << "affinity "
             << raio::Task(NodeIdAfterMs)
                    .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(c))
                    .Remote(0)
-                   .Get(60s)
+                   .Get(Scaled(60s))
             << "\n";
-  std::cout << "label "
-            << raio::Task(NodeIdAfterMs).SetLabelSelector({{"zone", "b"}}).Remote(0).Get(60s)
-            << "\n";
-  std::cout << "special " << raio::Task(NodeIdAfterMs).SetResource("special", 1).Remote(0).Get(60s)
+  std::cout
+      << "label "
+      << raio::Task(NodeIdAfterMs).SetLabelSelector({{"zone", "b"}}).Remote(0).Get(Scaled(60s))
+      << "\n";
+  std::cout << "special "
+            << raio::Task(NodeIdAfterMs).SetResource("special", 1).Remote(0).Get(Scaled(60s))
             << "\n";
   raio::Task(NodeIdAfterMs)
       .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity("0000000000000001", true))
       .Remote(0)
-      .Get(60s);
+      .Get(Scaled(60s));
   std::cout << "soft ok\n";
   Expect("hard unknown", [] {
     raio::Task(NodeIdAfterMs)
         .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity("0000000000000001"))
         .Remote(0)
-        .Get(60s);
+        .Get(Scaled(60s));
   });
   Expect("bad id", [] {
     raio::Task(NodeIdAfterMs)
@@ -344,9 +357,9 @@ int ScenarioPlacement() {
 int ScenarioLate() {
   raio::Init();
   auto ref = raio::Task(NodeIdAfterMs).SetResource("late", 1).Remote(0);
-  auto [ready, pending] = raio::Wait(std::vector<raio::ObjectRef<std::string>>{ref}, 1, 1s);
+  auto [ready, pending] = raio::Wait(std::vector<raio::ObjectRef<std::string>>{ref}, 1, Scaled(1s));
   if (ready.empty()) std::cout << "pending while infeasible" << std::endl;
-  std::cout << "node " << ref.Get(60s) << std::endl;
+  std::cout << "node " << ref.Get(Scaled(60s)) << std::endl;
   std::cout << "late done" << std::endl;
   raio::Shutdown();
   return 0;
@@ -355,7 +368,7 @@ int ScenarioLate() {
 int ScenarioWhere() {
   raio::Init();
   std::cout << "driver " << raio::GetNodeId() << "\n";
-  std::cout << "node " << raio::Task(NodeIdAfterMs).Remote(0).Get(60s) << "\n";
+  std::cout << "node " << raio::Task(NodeIdAfterMs).Remote(0).Get(Scaled(60s)) << "\n";
   raio::Shutdown();
   return 0;
 }
@@ -363,6 +376,14 @@ int ScenarioWhere() {
 // The node a task with this (large) argument ran on.
 std::string NodeOfBytes(std::vector<uint8_t> bytes) {
   return bytes.empty() ? "" : raio::GetNodeId();
+}
+
+// Whether process `pid` has ended (reaped, or a zombie not yet reaped).
+bool ProcessGone(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto paren = stat.rfind(')');
+  return stat.empty() || (paren != std::string::npos && stat.compare(paren + 2, 1, "Z") == 0);
 }
 
 // `raio list objects --json` of the cluster the driver is attached to.
@@ -383,29 +404,30 @@ int ScenarioObjects() {
     std::vector<uint8_t> local = MakeBytes(kSize, 3);
     const uint64_t want = ChecksumBytes(local.data(), local.size());
     auto put = raio::Put(local);
-    auto got = raio::Task(Checksum).SetSchedulingStrategy(on(b)).Remote(put).Get(120s);
+    auto got = raio::Task(Checksum).SetSchedulingStrategy(on(b)).Remote(put).Get(Scaled(120s));
     std::cout << "driver->b " << (got == want ? "ok" : "WRONG") << std::endl;
     // A task on b makes one: the driver's Get pulls it from b.
     auto made = raio::Task(MakeBytes).SetSchedulingStrategy(on(b)).Remote(kSize, 5);
-    std::vector<uint8_t> bytes = made.Get(120s);
+    std::vector<uint8_t> bytes = made.Get(Scaled(120s));
     std::vector<uint8_t> expect = MakeBytes(kSize, 5);
     std::cout << "b->driver " << (bytes == expect ? "ok" : "WRONG") << std::endl;
     // Borrowed inside a vector: the task on c reads it with its own Get.
     uint64_t sum = raio::Task(ChecksumAll)
                        .SetSchedulingStrategy(on(c))
                        .Remote(std::vector<BytesRef>{made})
-                       .Get(120s);
+                       .Get(Scaled(120s));
     const uint64_t expect_sum = ChecksumBytes(expect.data(), expect.size());
     std::cout << "borrowed on c " << (sum == expect_sum ? "ok" : "WRONG") << std::endl;
     // An argument that lives only on b (made there, never read elsewhere), run on c.
     auto only_b = raio::Task(MakeBytes).SetSchedulingStrategy(on(b)).Remote(kSize, 9);
-    raio::Wait(std::vector<BytesRef>{only_b}, 1, 120s);
+    raio::Wait(std::vector<BytesRef>{only_b}, 1, Scaled(120s));
     std::vector<uint8_t> nine = MakeBytes(kSize, 9);
-    auto on_c = raio::Task(Checksum).SetSchedulingStrategy(on(c)).Remote(only_b).Get(120s);
+    auto on_c = raio::Task(Checksum).SetSchedulingStrategy(on(c)).Remote(only_b).Get(Scaled(120s));
     std::cout << "arg only on b, run on c "
               << (on_c == ChecksumBytes(nine.data(), nine.size()) ? "ok" : "WRONG") << std::endl;
     // Locality: a DEFAULT task whose large argument is on b runs on b.
-    std::cout << "locality " << raio::Task(NodeOfBytes).Remote(only_b).Get(120s) << std::endl;
+    std::cout << "locality " << raio::Task(NodeOfBytes).Remote(only_b).Get(Scaled(120s))
+              << std::endl;
     json held = ListObjects();
     std::set<std::string> nodes;
     bool secondary = false;
@@ -419,11 +441,12 @@ int ScenarioObjects() {
   }
   // Every ref is gone: the owner deletes each copy on every node.
   std::size_t left = 0;
-  for (int i = 0; i < 100; ++i) {
-    left = ListObjects().value("objects", json::array()).size();
-    if (left == 0) break;
-    std::this_thread::sleep_for(100ms);
-  }
+  WaitFor(
+      [&] {
+        left = ListObjects().value("objects", json::array()).size();
+        return left == 0;
+      },
+      10s);
   std::cout << "after free " << left << std::endl;
   if (left != 0) std::cout << ListObjects().dump() << std::endl;
   raio::Shutdown();
@@ -438,7 +461,7 @@ int ScenarioHoldAtShutdown() {
       raio::Task(MakeBytes)
           .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(std::getenv("B_NODE")))
           .Remote(int64_t{8} << 20, 2);
-  if (made.Get(120s).size() != (8u << 20)) return 1;
+  if (made.Get(Scaled(120s)).size() != (8u << 20)) return 1;
   std::cout << "copies while held " << ListObjects().value("objects", json::array()).size()
             << std::endl;
   raio::Shutdown();  // `made` is still alive
@@ -453,17 +476,26 @@ int ScenarioLost() {
   auto made = raio::Task(MakeBytes)
                   .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(e))
                   .Remote(int64_t{4} << 20, 1);
-  raio::Wait(std::vector<BytesRef>{made}, 1, 120s);
+  raio::Wait(std::vector<BytesRef>{made}, 1, Scaled(120s));
   std::cout << "made on e" << std::endl;
   std::filesystem::path records = std::filesystem::temp_directory_path() / "raio" / "nodes";
+  pid_t daemon = 0;
   for (const auto& f : std::filesystem::directory_iterator(records)) {
     std::ifstream in(f.path());
     json j = json::parse(in, nullptr, false);
-    if (j.is_object() && j.value("node_id", "") == e) ::kill(j.value("pid", 0), SIGKILL);
+    if (j.is_object() && j.value("node_id", "") == e) daemon = j.value("pid", 0);
   }
-  std::this_thread::sleep_for(300ms);
+  if (daemon <= 0 || ::kill(daemon, SIGKILL) != 0) {
+    std::cout << "no daemon of node e to kill" << std::endl;
+    return 1;
+  }
+  // Read only once it is gone: a pull from a daemon still dying could succeed.
+  if (!WaitFor([&] { return ProcessGone(daemon); }, 10s)) {
+    std::cout << "the daemon of node e outlived SIGKILL" << std::endl;
+    return 1;
+  }
   try {
-    made.Get(60s);
+    made.Get(Scaled(60s));
     std::cout << "read it: WRONG" << std::endl;
   } catch (const raio::ObjectLostError& err) {
     std::cout << "ObjectLostError: " << err.what() << std::endl;

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "raio/testkit/time_scale.h"
 #include "scenario_main.h"
 #include "test_functions.h"
 #include "test_hosts.h"
@@ -41,6 +42,8 @@
 using namespace raio_test;
 using namespace std::chrono_literals;
 using nlohmann::json;
+using raio::testkit::Scaled;
+using raio::testkit::ScaledMs;
 
 namespace {
 
@@ -161,7 +164,7 @@ TEST_F(NetnsClusterTest, NodesListTheirNamespaceIpsAndNoLoopbackAddress) {
     EXPECT_NE(text.output.find(hosts_->ip(i) + ":"), std::string::npos) << text.output;
   }
   std::ofstream(go) << "go\n";
-  auto r = driver->Wait(60s);
+  auto r = driver->Wait(Scaled(60s));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(cluster_->DaemonLogs(100000).find("127.0.0.1"), std::string::npos);
 }
@@ -252,7 +255,7 @@ TEST_F(NetnsClusterTest, DriversOnDifferentHostsShareTheCluster) {
   auto second = cluster_->Driver(2, "share", {{"ROUNDS", "1"}, {"ALL_NODES", all}});
   ASSERT_EQ(second.exit_code, 0) << second.output;
   std::ofstream(go) << "go\n";
-  auto r = first->Wait(60s);
+  auto r = first->Wait(Scaled(60s));
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   EXPECT_EQ(Value(r.output, "driver"), cluster_->node_id(1)) << r.output;
@@ -281,7 +284,7 @@ TEST_F(NetnsClusterTest, AGibObjectMadeOnOneHostIsReadOnTwoOthersIntact) {
                             {{"NODE_A", cluster_->node_id(1)},
                              {"NODE_B", cluster_->node_id(2)},
                              {"NODE_C", cluster_->node_id(0)}},
-                            180s);
+                            Scaled(180s));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string expected = Value(r.output, "expected");
   std::vector<std::string> sums = Values(r.output, "sum");
@@ -325,7 +328,7 @@ TEST_F(NetnsClusterTest, AnActorCreatedFromOneHostIsCalledByNameFromAnother) {
   ASSERT_EQ(caller.exit_code, 0) << caller.output;
   EXPECT_EQ(Value(caller.output, "called"), "16") << caller.output;
   std::ofstream(go) << "go\n";
-  auto r = owner->Wait(60s);
+  auto r = owner->Wait(Scaled(60s));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(Value(r.output, "after caller"), "16") << r.output;
 }
@@ -333,15 +336,17 @@ TEST_F(NetnsClusterTest, AnActorCreatedFromOneHostIsCalledByNameFromAnother) {
 // Host 2's node is started without --node-ip.
 // Health checks every 500 ms, a node dead after 6 missed ones (about 3 s; with 1 s, a node
 // busy fetching the test's executable under TSan on a loaded machine was declared dead
-// before the cut); nodes retry joining every 200 ms.
+// before the cut); nodes retry joining every 200 ms. The period and timeout are scaled (a
+// slower build answers slower), the count is not: the death cause names it.
 class NetnsPartitionTest : public NetnsClusterTest {
  protected:
   HostCluster::Options ClusterOptions() const override {
     HostCluster::Options options = NetnsClusterTest::ClusterOptions();
-    options.head_flags =
-        "--num-cpus 2 --system-config '{\"health_check_period_ms\": 500, "
-        "\"health_check_timeout_ms\": 500, \"health_check_failure_threshold\": 6, "
-        "\"node_rejoin_backoff_ms\": 200}'";
+    options.head_flags = "--num-cpus 2 --system-config '{\"health_check_period_ms\": " +
+                         std::to_string(ScaledMs(500ms)) +
+                         ", \"health_check_timeout_ms\": " + std::to_string(ScaledMs(500ms)) +
+                         ", \"health_check_failure_threshold\": 6, "
+                         "\"node_rejoin_backoff_ms\": 200}'";
     return options;
   }
   // `raio list nodes --json` from host 0, dead nodes included.
@@ -353,7 +358,8 @@ class NetnsPartitionTest : public NetnsClusterTest {
   }
   void SetLink(int host, bool up) {
     std::string cmd = "ip link set " + hosts_->veth(host) + (up ? " up" : " down");
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    auto r = RunCommand(cmd);
+    ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
   }
 };
 
@@ -381,13 +387,13 @@ TEST_F(NetnsPartitionTest, AHostCutOffIsDeclaredDeadItsDriversToldAndItRejoinsWh
       30s));
   EXPECT_NE(dead.value("death_cause", "").find("missed 6 health checks"), std::string::npos)
       << dead.dump();
-  CommandResult r0 = remote->Wait(60s);
+  CommandResult r0 = remote->Wait(Scaled(60s));
   EXPECT_NE(r0.output.find("NodeDiedError: node " + old_node + " died while running"),
             std::string::npos)
       << r0.output;
   EXPECT_NE(r0.output.find("missed 6 health checks"), std::string::npos) << r0.output;
   // The driver on the cut-off host is told its cluster is gone, not left hanging.
-  CommandResult r1 = stranded->Wait(60s);
+  CommandResult r1 = stranded->Wait(Scaled(60s));
   EXPECT_NE(r1.output.find("ClusterUnavailableError"), std::string::npos) << r1.output;
   // Healed: host 1's daemon joins again under a new id.
   SetLink(1, true);
@@ -625,7 +631,8 @@ raio::SchedulingStrategy On(const std::string& node) {
 void WarmUpAllNodes() {
   std::istringstream all(GetEnv("ALL_NODES"));
   for (std::string node; std::getline(all, node, ',');) {
-    if (!node.empty()) raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On(node)).Remote(0).Get(60s);
+    if (!node.empty())
+      raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On(node)).Remote(0).Get(Scaled(60s));
   }
 }
 
@@ -643,9 +650,10 @@ int ScenarioLongTask() {
   raio::Init();
   auto call = raio::Task(MarkThenSleep).SetMaxRetries(0);
   if (!GetEnv("TARGET_NODE").empty()) call.SetSchedulingStrategy(On(GetEnv("TARGET_NODE")));
-  auto ref = call.Remote(GetEnv("MARK"), 120000);
+  // It outlives the cut and the health checks that declare its node dead.
+  auto ref = call.Remote(GetEnv("MARK"), static_cast<int>(ScaledMs(120s)));
   try {
-    std::cout << "returned from " << ref.Get(180s) << std::endl;
+    std::cout << "returned from " << ref.Get(Scaled(180s)) << std::endl;
   } catch (const raio::NodeDiedError& e) {
     std::cout << "NodeDiedError: " << e.what() << std::endl;
   } catch (const raio::ClusterUnavailableError& e) {
@@ -668,7 +676,7 @@ int ScenarioOnNode() {
             << raio::Task(NodeIdAfterMs)
                    .SetSchedulingStrategy(On(GetEnv("TARGET_NODE")))
                    .Remote(0)
-                   .Get(60s)
+                   .Get(Scaled(60s))
             << std::endl;
   raio::Shutdown();
   return 0;
@@ -677,7 +685,7 @@ int ScenarioOnNode() {
 int ScenarioWhere() {
   raio::Init();
   std::cout << "driver " << raio::GetNodeId() << "\n";
-  std::cout << "node " << raio::Task(NodeIdAfterMs).Remote(0).Get(60s) << "\n";
+  std::cout << "node " << raio::Task(NodeIdAfterMs).Remote(0).Get(Scaled(60s)) << "\n";
   raio::Shutdown();
   return 0;
 }
@@ -685,24 +693,38 @@ int ScenarioWhere() {
 int ScenarioSpill() {
   raio::Init();
   std::vector<raio::ObjectRef<std::string>> refs;
-  // Each task waits until all six run (up to 60 s), so none frees its CPU for another.
+  // Each task waits until all six run, so none frees its CPU for another; one that gives up
+  // waiting throws, and so does this driver.
   const std::string meet = std::getenv("MEET_DIR");
-  for (int i = 0; i < 6; ++i) refs.push_back(raio::Task(NodeIdAfterMeeting).Remote(meet, 6, 60000));
-  for (auto& r : refs) std::cout << "node " << r.Get(60s) << "\n";
+  const int wait_ms = static_cast<int>(ScaledMs(60s));
+  for (int i = 0; i < 6; ++i) refs.push_back(raio::Task(NodeIdOnceAllMet).Remote(meet, 6, wait_ms));
+  for (auto& r : refs) std::cout << "node " << r.Get(Scaled(90s)) << "\n";
   raio::Shutdown();
   return 0;
+}
+
+// `n` SPREAD tasks that each wait until all `n` run (in a fresh directory under this host's
+// TMPDIR, which every host sees), so that each holds its own lease: no lease freed early
+// serves a second one, and where they ran is the scheduler's choice alone. A task that
+// does not meet the others throws (at its Get).
+std::vector<raio::ObjectRef<std::string>> MeetingSpreadTasks(int n, const std::string& tag) {
+  const std::filesystem::path meet = std::filesystem::temp_directory_path() /
+                                     ("spread-meet-" + std::to_string(getpid()) + "-" + tag);
+  std::filesystem::create_directories(meet);
+  std::vector<raio::ObjectRef<std::string>> refs;
+  for (int i = 0; i < n; ++i) {
+    refs.push_back(raio::Task(NodeIdOnceAllMet)
+                       .SetSchedulingStrategy(raio::SchedulingStrategy::Spread())
+                       .Remote(meet.string(), n, static_cast<int>(ScaledMs(60s))));
+  }
+  return refs;
 }
 
 int ScenarioSpread() {
   raio::Init();
   WarmUpAllNodes();
-  std::vector<raio::ObjectRef<std::string>> refs;
-  for (int i = 0; i < 3; ++i) {
-    refs.push_back(raio::Task(NodeIdAfterMs)
-                       .SetSchedulingStrategy(raio::SchedulingStrategy::Spread())
-                       .Remote(300));
-  }
-  for (auto& r : refs) std::cout << "spread " << r.Get(60s) << "\n";
+  std::vector<raio::ObjectRef<std::string>> refs = MeetingSpreadTasks(3, "spread");
+  for (auto& r : refs) std::cout << "spread " << r.Get(Scaled(90s)) << "\n";
   raio::Shutdown();
   return 0;
 }
@@ -722,12 +744,12 @@ std::string ErrorKind(F f) {
 }
 
 // Three tasks with hard affinity to TARGET_NODE (each Get waits GET_TIMEOUT_S, default
-// 60), then soft and hard affinity to a node that does not exist.
+// 60, scaled), then soft and hard affinity to a node that does not exist.
 int ScenarioAffinity() {
   raio::Init();
   const std::string target = GetEnv("TARGET_NODE");
-  const std::chrono::seconds timeout(
-      GetEnv("GET_TIMEOUT_S").empty() ? 60 : std::stoi(GetEnv("GET_TIMEOUT_S")));
+  const std::chrono::seconds timeout = Scaled(std::chrono::seconds(
+      GetEnv("GET_TIMEOUT_S").empty() ? 60 : std::stoi(GetEnv("GET_TIMEOUT_S"))));
   std::vector<raio::ObjectRef<std::string>> refs;
   for (int i = 0; i < 3; ++i) {
     refs.push_back(raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On(target)).Remote(100));
@@ -738,10 +760,13 @@ int ScenarioAffinity() {
                    .SetSchedulingStrategy(
                        raio::SchedulingStrategy::NodeAffinity("00000000000000ab", true))
                    .Remote(0)
-                   .Get(60s)
+                   .Get(Scaled(60s))
             << "\n";
   std::cout << "hard-unknown " << ErrorKind([] {
-    raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On("00000000000000ab")).Remote(0).Get(60s);
+    raio::Task(NodeIdAfterMs)
+        .SetSchedulingStrategy(On("00000000000000ab"))
+        .Remote(0)
+        .Get(Scaled(60s));
   }) << "\n";
   raio::Shutdown();
   return 0;
@@ -750,41 +775,47 @@ int ScenarioAffinity() {
 int ScenarioRoundTrip() {
   raio::Init();
   const std::string target = GetEnv("TARGET_NODE");
-  Point p =
-      raio::Task(Scale).SetSchedulingStrategy(On(target)).Remote(Point{1, -2, "p"}, 3.0).Get(60s);
+  Point p = raio::Task(Scale)
+                .SetSchedulingStrategy(On(target))
+                .Remote(Point{1, -2, "p"}, 3.0)
+                .Get(Scaled(60s));
   std::cout << "scale " << p.x << " " << p.y << " " << p.label << "\n";
   std::vector<int> values(10000);
   for (int i = 0; i < 10000; ++i) values[i] = i;
-  std::cout << "sum "
-            << raio::Task(SumVector).SetSchedulingStrategy(On(target)).Remote(values).Get(60s)
-            << "\n";
+  std::cout
+      << "sum "
+      << raio::Task(SumVector).SetSchedulingStrategy(On(target)).Remote(values).Get(Scaled(60s))
+      << "\n";
   std::string big(60 * 1024, 'x');  // under the inline limit, well over one TCP segment
   std::string back = raio::Task(RAIO_FUNC(Overloaded, std::string))
                          .SetSchedulingStrategy(On(target))
                          .Remote(big)
-                         .Get(60s);
+                         .Get(Scaled(60s));
   std::cout << "string " << back.size() << " " << back.substr(back.size() - 1) << "\n";
   // A result made on the other host, owned by this driver, as the argument of a task
   // there again.
   auto five = raio::Task(Add).SetSchedulingStrategy(On(target)).Remote(2, 3);
   std::cout << "ref arg "
-            << raio::Task(Square).SetSchedulingStrategy(On(target)).Remote(five).Get(60s) << "\n";
+            << raio::Task(Square).SetSchedulingStrategy(On(target)).Remote(five).Get(Scaled(60s))
+            << "\n";
   std::cout << "error " << ErrorKind([&] {
-    raio::Task(ThrowsRuntimeError).SetSchedulingStrategy(On(target)).Remote(7).Get(60s);
+    raio::Task(ThrowsRuntimeError).SetSchedulingStrategy(On(target)).Remote(7).Get(Scaled(60s));
   }) << "\n";
   // A task there that submits tasks of its own (its worker owns them).
   std::cout << "nested "
-            << raio::Task(NestedSum).SetSchedulingStrategy(On(target)).Remote(5).Get(60s) << "\n";
+            << raio::Task(NestedSum).SetSchedulingStrategy(On(target)).Remote(5).Get(Scaled(60s))
+            << "\n";
   for (int i = 0; i < 3; ++i) {
-    std::cout << "ran on "
-              << raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On(target)).Remote(0).Get(60s)
-              << "\n";
+    std::cout
+        << "ran on "
+        << raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On(target)).Remote(0).Get(Scaled(60s))
+        << "\n";
   }
   raio::Shutdown();
   return 0;
 }
 
-// ROUNDS rounds of: 3 SPREAD tasks (one per node, printed as "round <i> <ids>") and 6
+// ROUNDS rounds of: 3 SPREAD tasks that meet (one per node, printed as "round <i> <ids>") and 6
 // Add tasks whose sum is printed; between rounds, waits for GO_FILE to exist.
 int ScenarioShare() {
   raio::Init();
@@ -797,19 +828,15 @@ int ScenarioShare() {
       const std::string go = GetEnv("GO_FILE");
       if (!WaitFor([&] { return std::filesystem::exists(go); }, 60s)) return 66;
     }
-    std::vector<raio::ObjectRef<std::string>> where;
-    for (int i = 0; i < 3; ++i) {
-      where.push_back(raio::Task(NodeIdAfterMs)
-                          .SetSchedulingStrategy(raio::SchedulingStrategy::Spread())
-                          .Remote(200));
-    }
+    std::vector<raio::ObjectRef<std::string>> where =
+        MeetingSpreadTasks(3, "round" + std::to_string(round));
     std::vector<raio::ObjectRef<int>> sums;
     for (int i = 0; i < 6; ++i) sums.push_back(raio::Task(Add).Remote(i, i));
     std::cout << "round " << round;
-    for (auto& r : where) std::cout << " " << r.Get(60s);
+    for (auto& r : where) std::cout << " " << r.Get(Scaled(90s));
     std::cout << "\n";
     int sum = 0;
-    for (auto& r : sums) sum += r.Get(60s);
+    for (auto& r : sums) sum += r.Get(Scaled(60s));
     std::cout << "sum " << sum << std::endl;
   }
   raio::Shutdown();
@@ -868,15 +895,17 @@ int ScenarioGib() {
   std::cout << "expected " << h << " " << kBigObjectBytes << std::endl;
   auto big =
       raio::Task(MakeBigObject).SetSchedulingStrategy(On(GetEnv("NODE_A"))).Remote(kBigObjectBytes);
-  raio::Wait(std::vector<raio::ObjectRef<raio::Buffer>>{big}, 1, 120s);
-  std::cout
-      << "made on "
-      << raio::Task(NodeIdAfterMs).SetSchedulingStrategy(On(GetEnv("NODE_A"))).Remote(0).Get(60s)
-      << std::endl;
+  raio::Wait(std::vector<raio::ObjectRef<raio::Buffer>>{big}, 1, Scaled(120s));
+  std::cout << "made on "
+            << raio::Task(NodeIdAfterMs)
+                   .SetSchedulingStrategy(On(GetEnv("NODE_A")))
+                   .Remote(0)
+                   .Get(Scaled(60s))
+            << std::endl;
   auto b = raio::Task(ChecksumOnNode).SetSchedulingStrategy(On(GetEnv("NODE_B"))).Remote(big);
   auto c = raio::Task(ChecksumOnNode).SetSchedulingStrategy(On(GetEnv("NODE_C"))).Remote(big);
-  std::cout << "sum " << b.Get(120s) << std::endl;
-  std::cout << "sum " << c.Get(120s) << std::endl;
+  std::cout << "sum " << b.Get(Scaled(120s)) << std::endl;
+  std::cout << "sum " << c.Get(Scaled(120s)) << std::endl;
   raio::Shutdown();
   return 0;
 }
@@ -891,10 +920,10 @@ int ScenarioCrash() {
                    .SetSchedulingStrategy(on)
                    .SetMaxRetries(1)
                    .Remote(GetEnv("MARKER"))
-                   .Get(60s)
+                   .Get(Scaled(60s))
             << std::endl;
   try {
-    raio::Task(Crash).SetSchedulingStrategy(on).SetMaxRetries(1).Remote(1).Get(60s);
+    raio::Task(Crash).SetSchedulingStrategy(on).SetMaxRetries(1).Remote(1).Get(Scaled(60s));
     std::cout << "crash none" << std::endl;
   } catch (const raio::WorkerCrashedError& e) {
     std::string what = e.what();
@@ -915,10 +944,10 @@ int ScenarioActorOwner() {
                  .SetName("acc")
                  .SetSchedulingStrategy(On(GetEnv("TARGET_NODE")))
                  .Remote(10);
-  if (acc.Task(&raio_test::Accumulator::Add).Remote(1).Get(60s) != 11) return 1;
+  if (acc.Task(&raio_test::Accumulator::Add).Remote(1).Get(Scaled(60s)) != 11) return 1;
   std::cout << "ready" << std::endl;
   if (!WaitFor([&] { return std::filesystem::exists(GetEnv("GO_FILE")); }, 60s)) return 66;
-  std::cout << "after caller " << acc.Task(&raio_test::Accumulator::Add).Remote(0).Get(60s)
+  std::cout << "after caller " << acc.Task(&raio_test::Accumulator::Add).Remote(0).Get(Scaled(60s))
             << std::endl;
   raio::Shutdown();
   return 0;
@@ -931,7 +960,8 @@ int ScenarioActorCaller() {
   raio::Init(options);
   auto acc = raio::GetActor<raio_test::Accumulator>("acc");
   if (!acc) return 3;
-  std::cout << "called " << acc->Task(&raio_test::Accumulator::Add).Remote(5).Get(60s) << std::endl;
+  std::cout << "called " << acc->Task(&raio_test::Accumulator::Add).Remote(5).Get(Scaled(60s))
+            << std::endl;
   raio::Shutdown();
   return 0;
 }
@@ -958,7 +988,7 @@ int ScenarioPackage() {
       out = raio::Task(WhereIsJobFile)
                 .SetSchedulingStrategy(On(GetEnv(("NODE_" + std::string(host)).c_str())))
                 .Remote(std::string("conf/greeting.txt"))
-                .Get(60s);
+                .Get(Scaled(60s));
     } catch (const raio::WorkerCrashedError& e) {
       out = std::string("WorkerCrashedError ") + e.what();
     } catch (const std::exception& e) {

@@ -19,22 +19,20 @@
 #include <vector>
 
 #include "cli_cluster.h"
+#include "raio/testkit/time_scale.h"
 #include "scenario_main.h"
 #include "test_functions.h"
 
 using namespace raio_test;
 using namespace std::chrono_literals;
+using raio::testkit::Scaled;
+using raio::testkit::ScaledMs;
 
 namespace {
 
 pid_t EnvPid(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? 0 : static_cast<pid_t>(std::atoi(v));
-}
-
-// Waits until the daemon `pid` has started a worker (up to 60 s).
-bool WaitForWorkers(pid_t daemon) {
-  return WaitFor([&] { return !ChildPids(daemon).empty(); }, 60s);
 }
 
 // Creates file `path` (it has started), then sleeps `ms`.
@@ -68,20 +66,20 @@ int ScenarioActorRestart() {
                    .SetSchedulingStrategy(
                        raio::SchedulingStrategy::NodeAffinity(std::getenv("B_NODE"), true))
                    .Remote(100);
-  std::cout << "first on " << actor.Task(&Tally::Node).Remote().Get(60s) << std::endl;
-  std::cout << "count " << actor.Task(&Tally::Add).Remote(1).Get(60s) << std::endl;
+  std::cout << "first on " << actor.Task(&Tally::Node).Remote().Get(Scaled(60s)) << std::endl;
+  std::cout << "count " << actor.Task(&Tally::Add).Remote(1).Get(Scaled(60s)) << std::endl;
   const std::vector<pid_t> workers = ChildPids(EnvPid("B_PID"));
   ::kill(EnvPid("B_PID"), SIGKILL);
   // Its process ends with its node (then a call cannot reach the old instance).
   for (pid_t w : workers) WaitFor([&] { return !ProcessRuns(w); }, 10s);
   // Retried on the restarted instance (max_task_retries 1): its count starts at 100 again.
-  std::cout << "count after " << actor.Task(&Tally::Add).Remote(5).Get(60s) << std::endl;
+  std::cout << "count after " << actor.Task(&Tally::Add).Remote(5).Get(Scaled(60s)) << std::endl;
   auto again = raio::GetActor<Tally>("survivor");
   if (!again) {
     std::cout << "name lost: WRONG" << std::endl;
     return 1;
   }
-  std::cout << "now on " << again->Task(&Tally::Node).Remote().Get(60s) << std::endl;
+  std::cout << "now on " << again->Task(&Tally::Node).Remote().Get(Scaled(60s)) << std::endl;
   raio::Shutdown();
   return 0;
 }
@@ -97,35 +95,56 @@ int ScenarioActorOnPausedNode() {
                    .SetSchedulingStrategy(
                        raio::SchedulingStrategy::NodeAffinity(std::getenv("B_NODE"), true))
                    .Remote(100);
-  std::cout << "first on " << actor.Task(&Tally::Node).Remote().Get(60s) << std::endl;
-  std::cout << "count " << actor.Task(&Tally::Add).Remote(1).Get(60s) << std::endl;
+  std::cout << "first on " << actor.Task(&Tally::Node).Remote().Get(Scaled(60s)) << std::endl;
+  std::cout << "count " << actor.Task(&Tally::Add).Remote(1).Get(Scaled(60s)) << std::endl;
   const std::string go = std::getenv("GO");
   if (!WaitFor([&] { return std::filesystem::exists(go); }, 60s)) return 1;
-  std::cout << "count after " << actor.Task(&Tally::Add).Remote(5).Get(60s) << std::endl;
-  std::cout << "now on " << actor.Task(&Tally::Node).Remote().Get(60s) << std::endl;
+  std::cout << "count after " << actor.Task(&Tally::Add).Remote(5).Get(Scaled(60s)) << std::endl;
+  std::cout << "now on " << actor.Task(&Tally::Node).Remote().Get(Scaled(60s)) << std::endl;
   raio::Shutdown();
   return 0;
 }
 
-// Twelve 1-CPU tasks of 2 s spread over the three nodes (two CPUs each); once node b runs
-// some, its daemon is SIGKILLed. Every task must still return, from a, or c.
+// Twelve 1-CPU tasks spread over the three nodes (two CPUs each), each held at a gate
+// (directory GATE_DIR) until it opens. Once a worker of node b has reached the gate (b runs
+// a task), b's daemon is SIGKILLed; the gate opens only when b's workers are gone, so no
+// task of b's can return first. Every task must still return, from a, or c.
 int ScenarioKillMidRun() {
   raio::Init();
+  const std::string gate = std::getenv("GATE_DIR");
   std::vector<raio::ObjectRef<std::string>> refs;
   for (int i = 0; i < 12; ++i) {
-    refs.push_back(raio::Task(NodeIdAfterMs)
+    refs.push_back(raio::Task(NodeIdOnceGo)
                        .SetSchedulingStrategy(raio::SchedulingStrategy::Spread())
-                       .Remote(2000));
+                       .Remote(gate, static_cast<int>(ScaledMs(120s))));
   }
   const pid_t b = EnvPid("B_PID");
-  if (b <= 0 || !WaitForWorkers(b)) {
-    std::cout << "node b never ran a worker" << std::endl;
+  // A gate entry is named after its worker's pid: "<pid>-<n>".
+  auto b_runs_a_task = [&] {
+    std::set<std::string> workers;
+    for (pid_t w : ChildPids(b)) workers.insert(std::to_string(w));
+    for (const auto& e : std::filesystem::directory_iterator(gate)) {
+      const std::string name = e.path().filename().string();
+      if (workers.count(name.substr(0, name.find('-'))) != 0) return true;
+    }
+    return false;
+  };
+  if (b <= 0 || !WaitFor(b_runs_a_task, 60s)) {
+    std::cout << "node b never ran a task" << std::endl;
     return 1;
   }
+  const std::vector<pid_t> workers = ChildPids(b);
   ::kill(b, SIGKILL);
   std::cout << "killed b" << std::endl;
+  for (pid_t w : workers) {
+    if (!WaitFor([&] { return !ProcessRuns(w); }, 30s)) {
+      std::cout << "worker " << w << " outlived node b" << std::endl;
+      return 1;
+    }
+  }
+  std::ofstream(std::filesystem::path(gate) / "go").put('x');
   for (auto& r : refs) {
-    std::string node = r.Get(120s);  // (a log line may come meanwhile)
+    std::string node = r.Get(Scaled(120s));  // (a log line may come meanwhile)
     std::cout << "node " << node << std::endl;
   }
   raio::Shutdown();
@@ -141,7 +160,7 @@ int ScenarioNoRetries() {
       raio::Task(MarkThenSleep)
           .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(std::getenv("B_NODE")))
           .SetMaxRetries(0)
-          .Remote(mark, 60000);
+          .Remote(mark, static_cast<int>(ScaledMs(60s)));
   const pid_t b = EnvPid("B_PID");
   if (b <= 0 || !WaitFor([&] { return std::filesystem::exists(mark); }, 60s)) {
     std::cout << "the task never started on node b" << std::endl;
@@ -152,7 +171,7 @@ int ScenarioNoRetries() {
   std::cout << std::endl;
   if (std::getenv("NO_KILL") == nullptr) ::kill(b, SIGKILL);
   try {
-    ref.Get(120s);
+    ref.Get(Scaled(120s));
     std::cout << "returned: WRONG" << std::endl;
   } catch (const raio::NodeDiedError& e) {
     std::cout << "NodeDiedError: " << e.what() << std::endl;
@@ -170,7 +189,7 @@ int ScenarioOnNode() {
       raio::Task(NodeIdAfterMs)
           .SetSchedulingStrategy(raio::SchedulingStrategy::NodeAffinity(std::getenv("TARGET")))
           .Remote(0);
-  std::cout << "ran on " << ref.Get(60s) << std::endl;
+  std::cout << "ran on " << ref.Get(Scaled(60s)) << std::endl;
   raio::Shutdown();
   return 0;
 }
@@ -178,7 +197,10 @@ int ScenarioOnNode() {
 class NodeFailureTest : public CliClusterTest {};
 
 TEST_F(NodeFailureTest, AKilledNodesTasksAreRetriedElsewhereAndItShowsDead) {
-  auto r = RunCommand(Driver("kill_mid_run", "a"), /*merge_stderr=*/false);  // lines to parse
+  const std::filesystem::path gate = dir_ / "gate";
+  std::filesystem::create_directories(gate);
+  auto r = RunCommand(Driver("kill_mid_run", "a", "GATE_DIR=" + gate.string()),
+                      /*merge_stderr=*/false);  // lines to parse
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ASSERT_TRUE(Has(r.output, "killed b")) << r.output;
   std::istringstream lines(r.output);
@@ -299,10 +321,10 @@ TEST_F(NodeFailureTest, TenThousandTasksAndActorCallsSurviveNodesKilledAndReplac
   {
     NodeKiller killer([this] { return Nodes(); },
                       [this](const std::string& id) { return DaemonPid(id); },
-                      [this](const std::string& flags) { AddNode(flags); }, 1000ms);
+                      [this](const std::string& flags) { AddNode(flags); }, Scaled(1000ms));
     // At least 10 rounds of 1,000, and on until the killer struck 4 times (rounds can be
     // fast, so this is bounded by time, not by a count of rounds).
-    const auto give_up = std::chrono::steady_clock::now() + 90s;
+    const auto give_up = std::chrono::steady_clock::now() + Scaled(90s);
     for (; rounds < 10 || (killer.kills() < 4 && std::chrono::steady_clock::now() < give_up);
          ++rounds) {
       const int round = rounds;
@@ -315,7 +337,7 @@ TEST_F(NodeFailureTest, TenThousandTasksAndActorCallsSurviveNodesKilledAndReplac
       for (int i = 0; i < 100; ++i) calls.push_back(scaler.Task(&Scaler::Scale).Remote(i));
       auto check = [&](raio::ObjectRef<int>& ref, int want) {
         try {
-          if (ref.Get(120s) == want) {
+          if (ref.Get(Scaled(120s)) == want) {
             ++right;
           } else {
             ++wrong;
@@ -379,12 +401,15 @@ TEST_F(NodeFailureTest, ADeadIdIsNeverTakenAgain) {
   EXPECT_TRUE(Has(r.output, "was declared dead")) << r.output;
 }
 
-// Health checks every 200 ms, dead after 5 missed ones (about 1 s).
+// Health checks every 200 ms, dead after 5 missed ones (about 1 s); the period and timeout
+// scaled (a slower build answers slower), the count not (the death cause names it).
 class PausedNodeTest : public CliClusterTest {
  protected:
   std::string HeadFlags() const override {
-    return "--system-config '{\"health_check_period_ms\": 200, \"health_check_timeout_ms\": 200, "
-           "\"health_check_failure_threshold\": 5, \"node_rejoin_backoff_ms\": 200}'";
+    const std::string every = std::to_string(ScaledMs(200ms));
+    return "--system-config '{\"health_check_period_ms\": " + every +
+           ", \"health_check_timeout_ms\": " + every +
+           ", \"health_check_failure_threshold\": 5, \"node_rejoin_backoff_ms\": 200}'";
   }
 };
 
@@ -447,19 +472,33 @@ TEST_F(PausedNodeTest, CallsToAnActorOnAPausedNodeGoToItsRestartElsewhere) {
   EXPECT_TRUE(now == zones_["a"] || now == zones_["c"]) << output;
 }
 
-// Failure detection all but off: the largest threshold and timeout the table takes.
+// Failure detection all but off: the largest threshold and timeout the table takes. Checks
+// (and each node's watchdog, which compares its silence with the limit) every 100 ms.
 class NoDetectionTest : public CliClusterTest {
  protected:
   std::string HeadFlags() const override {
     return "--system-config '{\"health_check_failure_threshold\": 2147483647, "
-           "\"health_check_timeout_ms\": 31536000000}'";
+           "\"health_check_timeout_ms\": 31536000000, \"health_check_period_ms\": 100}'";
   }
 };
 
 TEST_F(NoDetectionTest, HugeHealthCheckLimitsDoNotOverflowIntoNodesLeaving) {
-  // (The node's silence limit, threshold x timeout, once overflowed and made nodes drop out
-  // and rejoin every second.)
-  std::this_thread::sleep_for(3s);
+  // (The node's silence limit, threshold x timeout, once overflowed: the first watchdog
+  // round, one period after a node joined, made it drop out, and it rejoined under a new
+  // id.) No node leaves or changes its id over at least 30 watchdog rounds of each node;
+  // the rounds are timer ticks that nothing outside the node counts, so the window is
+  // time, polled throughout rather than slept through.
+  std::string changed;
+  EXPECT_FALSE(WaitFor(
+      [&] {
+        for (const auto& n : AllNodes()) {
+          if (n.value("state", "") == "dead") changed = n.dump();
+        }
+        if (Nodes() != zones_) changed += " nodes changed";
+        return !changed.empty();
+      },
+      3s))
+      << changed;
   EXPECT_EQ(Nodes(), zones_);
   for (const auto& n : AllNodes()) EXPECT_NE(n.value("state", ""), "dead") << n.dump();
 }

@@ -11,10 +11,14 @@
 #include <string>
 #include <thread>
 
+#include "harness.h"
+#include "raio/testkit/time_scale.h"
 #include "test_functions.h"
 
 using namespace raio_test;
 using namespace std::chrono_literals;
+using raio::testkit::Scaled;
+using raio::testkit::ScaledMs;
 
 namespace {
 
@@ -34,15 +38,10 @@ bool InStoreMapping(const void* p) {
   return false;
 }
 
-// Polls until `pred` holds or 10 s pass (object deletes are one-way messages).
+// Polls until `pred` holds or Scaled(10 s) pass (object deletes are one-way messages).
 template <typename Pred>
 bool Eventually(Pred pred) {
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
+  return WaitFor(pred, 10s);
 }
 
 class ObjectStoreTest : public ::testing::Test {
@@ -107,7 +106,7 @@ TEST_F(ObjectStoreTest, ManyWorkersReadOneObjectAtOnce) {
   std::vector<raio::ObjectRef<uint64_t>> sums;
   for (int i = 0; i < 8; ++i) sums.push_back(raio::Task(Checksum).Remote(ref));
   for (uint64_t s : raio::Get(sums)) EXPECT_EQ(s, expected);
-  auto [ready, pending] = raio::Wait(sums, 8, 10s);
+  auto [ready, pending] = raio::Wait(sums, 8, Scaled(10s));
   EXPECT_EQ(ready.size(), 8u);
 }
 
@@ -225,13 +224,14 @@ TEST_F(ObjectStoreTest, ADeadBorrowerDoesNotKeepAnObjectAlive) {
   std::remove(pid_file.c_str());
   {
     BytesRef ref = raio::Put(MakeBytes(2 * kMiB, 12));
-    auto held = raio::Task(HoldRef).SetMaxRetries(0).Remote(ref, pid_file, 60000);
+    // Held far longer than the test takes to kill it.
+    auto held = raio::Task(HoldRef).SetMaxRetries(0).Remote(ref, pid_file, ScaledMs(60s));
     ASSERT_TRUE(Eventually([&] { return std::ifstream(pid_file).good(); }));
     int pid = 0;
     std::ifstream(pid_file) >> pid;
     ASSERT_GT(pid, 0);
     ::kill(pid, SIGKILL);
-    EXPECT_THROW(held.Get(10s), raio::WorkerCrashedError);
+    EXPECT_THROW(held.Get(Scaled(10s)), raio::WorkerCrashedError);
   }
   std::remove(pid_file.c_str());
   EXPECT_TRUE(Eventually([] {
@@ -245,13 +245,13 @@ TEST_F(ObjectStoreTest, BorrowersOfADeadOwnerGetOwnerDiedError) {
   ASSERT_GT(owned.pid, 0);
   ::kill(owned.pid, SIGKILL);  // the worker that owns the object
   try {
-    owned.ref.Get(10s);
+    owned.ref.Get(Scaled(10s));
     FAIL() << "expected OwnerDiedError";
   } catch (const raio::OwnerDiedError& e) {
     EXPECT_NE(std::string(e.what()).find("owner"), std::string::npos) << e.what();
   }
   // A dependent task fails the same way instead of hanging.
-  EXPECT_THROW(raio::Task(Add).Remote(owned.ref, 1).Get(10s), raio::OwnerDiedError);
+  EXPECT_THROW(raio::Task(Add).Remote(owned.ref, 1).Get(Scaled(10s)), raio::OwnerDiedError);
 }
 
 TEST_F(ObjectStoreTest, GetOfAnObjectWhoseOwnerIsLongGoneFailsAtOnce) {
@@ -259,13 +259,10 @@ TEST_F(ObjectStoreTest, GetOfAnObjectWhoseOwnerIsLongGoneFailsAtOnce) {
   ASSERT_GT(owned.pid, 0);
   ::kill(owned.pid, SIGKILL);
   // Wait until the owner's process is reaped: connecting to it now fails synchronously.
-  auto gone_by = std::chrono::steady_clock::now() + 10s;
-  while (::kill(owned.pid, 0) == 0 && std::chrono::steady_clock::now() < gone_by) {
-    std::this_thread::sleep_for(10ms);
-  }
-  auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW(owned.ref.Get(10s), raio::OwnerDiedError);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  ASSERT_TRUE(WaitFor([&] { return ::kill(owned.pid, 0) != 0; }, 10s)) << "owner not reaped";
+  // At once: well within a Get deadline that a wait for the owner would run past (it would
+  // end in GetTimeoutError instead).
+  EXPECT_THROW(owned.ref.Get(Scaled(2s)), raio::OwnerDiedError);
 }
 
 }  // namespace

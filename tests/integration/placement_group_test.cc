@@ -20,11 +20,14 @@
 
 #include "cli_cluster.h"
 #include "harness.h"
+#include "raio/testkit/time_scale.h"
 #include "scenario_main.h"
 #include "test_functions.h"
 
 using namespace raio_test;
 using namespace std::chrono_literals;
+using raio::testkit::Scaled;
+using raio::testkit::ScaledMs;
 
 namespace raio_test {
 // An actor that says where it runs.
@@ -52,6 +55,23 @@ RAIO_REMOTE(Where::Create, &Where::Node, &Where::Gpus, ChildOnSpecial);
 
 namespace {
 
+// PlacementGroup::Wait's bound (whole seconds), scaled.
+int ScaledSeconds(int seconds) {
+  return static_cast<int>(
+      std::chrono::ceil<std::chrono::seconds>(Scaled(std::chrono::seconds(seconds))).count());
+}
+
+// The entries in directory `dir` (0 when it is not there).
+int Entries(const std::filesystem::path& dir) {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
 raio::PlacementGroup Create(std::vector<std::map<std::string, double>> bundles,
                             raio::PlacementStrategy strategy, std::string name = "") {
   return raio::CreatePlacementGroup({std::move(name), std::move(bundles), strategy});
@@ -77,21 +97,26 @@ class EmbeddedPlacementGroupTest : public ::testing::Test {
 TEST_F(EmbeddedPlacementGroupTest, ABundleHoldsItsResourcesAndItsTasksUseThem) {
   auto pg = Create({{{"CPU", 2}}}, raio::PlacementStrategy::STRICT_PACK);
   ASSERT_EQ(pg.GetID().size(), 16u);
-  ASSERT_TRUE(pg.Wait(30));
+  ASSERT_TRUE(pg.Wait(ScaledSeconds(30)));
   EXPECT_EQ(pg.GetState(), raio::PlacementGroupState::CREATED);
   EXPECT_EQ(pg.GetBundleNodes(), std::vector<std::string>{raio::GetNodeId()});
-  EXPECT_TRUE(pg.Ready().Get(30s));
+  EXPECT_TRUE(pg.Ready().Get(Scaled(30s)));
   // The node's own CPUs: 2 of 4 are the bundle's now.
   EXPECT_TRUE(WaitFor([] { return AvailableCpus() == 2; }, 10s)) << AvailableCpus();
-  // Two one-CPU tasks in the bundle run together, out of its two CPUs.
+  // Two one-CPU tasks in the bundle run together, out of its two CPUs: while both wait at
+  // the meeting (this test is its third party), the node's own CPUs are still free.
   std::string meet =
       std::filesystem::temp_directory_path() / ("raio-pg-meet-" + std::to_string(getpid()));
   std::filesystem::create_directories(meet);
   std::vector<raio::ObjectRef<int>> refs;
   for (int i = 0; i < 2; ++i) {
-    refs.push_back(raio::Task(MeetIn).SetPlacementGroup(pg, 0).Remote(meet, 2, 30000));
+    refs.push_back(raio::Task(MeetIn).SetPlacementGroup(pg, 0).Remote(
+        meet, 3, static_cast<int>(ScaledMs(60s))));
   }
-  for (int seen : raio::Get(refs)) EXPECT_EQ(seen, 2);
+  EXPECT_TRUE(WaitFor([&] { return Entries(meet) == 2; }, 30s)) << Entries(meet);
+  EXPECT_EQ(AvailableCpus(), 2);  // both run, on the bundle's CPUs
+  std::ofstream(std::filesystem::path(meet) / "test").put('x');
+  for (int seen : raio::Get(refs)) EXPECT_EQ(seen, 3);
   std::filesystem::remove_all(meet);
   EXPECT_EQ(AvailableCpus(), 2);  // the tasks took the bundle's CPUs, not the node's
   raio::RemovePlacementGroup(pg.GetID());
@@ -103,14 +128,14 @@ TEST_F(EmbeddedPlacementGroupTest, ABundleHoldsItsResourcesAndItsTasksUseThem) {
 TEST_F(EmbeddedPlacementGroupTest, AGpuBundlesTasksAndActorsSeeItsDevice) {
   auto a = Create({{{"GPU", 1}}}, raio::PlacementStrategy::PACK);
   auto b = Create({{{"GPU", 1}}}, raio::PlacementStrategy::PACK);
-  ASSERT_TRUE(a.Wait(30));
-  ASSERT_TRUE(b.Wait(30));
+  ASSERT_TRUE(a.Wait(ScaledSeconds(30)));
+  ASSERT_TRUE(b.Wait(ScaledSeconds(30)));
   auto in = [](const raio::PlacementGroup& pg) {
     return raio::Task(VisibleDevices)
         .SetResources({{"CPU", 0}, {"GPU", 1}})
         .SetPlacementGroup(pg, 0)
         .Remote()
-        .Get(30s);
+        .Get(Scaled(30s));
   };
   std::string da = in(a), db = in(b);
   EXPECT_TRUE(da == "0" || da == "1") << da;
@@ -118,31 +143,35 @@ TEST_F(EmbeddedPlacementGroupTest, AGpuBundlesTasksAndActorsSeeItsDevice) {
   EXPECT_NE(da, db);
   EXPECT_EQ(in(a), da);  // the same device each time
   auto actor = raio::Actor(Where::Create).SetResource("GPU", 1).SetPlacementGroup(b, 0).Remote();
-  EXPECT_EQ(actor.Task(&Where::Gpus).Remote().Get(30s), db);
-  // No GPU is left outside the bundles.
-  EXPECT_THROW(raio::Task(VisibleDevices).SetResources({{"CPU", 0}, {"GPU", 1}}).Remote().Get(2s),
-               raio::GetTimeoutError);
+  EXPECT_EQ(actor.Task(&Where::Gpus).Remote().Get(Scaled(30s)), db);
+  // No GPU is left outside the bundles: the node has none available, and a task demanding
+  // one outside them does not run.
+  const std::map<std::string, double> available = raio::internal::GetNodeResourceStats().available;
+  EXPECT_EQ(available.count("GPU") ? available.at("GPU") : 0.0, 0.0);
+  EXPECT_THROW(
+      raio::Task(VisibleDevices).SetResources({{"CPU", 0}, {"GPU", 1}}).Remote().Get(Scaled(2s)),
+      raio::GetTimeoutError);
 }
 
 TEST_F(EmbeddedPlacementGroupTest, AGroupThatCannotFitNowWaitsAndIsCreatedWhenResourcesFree) {
   auto big = Create({{{"CPU", 4}}}, raio::PlacementStrategy::PACK);
-  ASSERT_TRUE(big.Wait(30));
+  ASSERT_TRUE(big.Wait(ScaledSeconds(30)));
   auto next = Create({{{"CPU", 1}}}, raio::PlacementStrategy::PACK);
-  EXPECT_FALSE(next.Wait(1));
+  EXPECT_FALSE(next.Wait(ScaledSeconds(1)));
   EXPECT_EQ(next.GetState(), raio::PlacementGroupState::PENDING);
   auto ready = next.Ready();
   // A task of the pending group waits too (it is not refused as infeasible).
   auto task = raio::Task(Add).SetPlacementGroup(next, 0).Remote(2, 3);
   raio::RemovePlacementGroup(big.GetID());
-  EXPECT_TRUE(ready.Get(30s));
+  EXPECT_TRUE(ready.Get(Scaled(30s)));
   EXPECT_EQ(next.GetState(), raio::PlacementGroupState::CREATED);
-  EXPECT_EQ(task.Get(30s), 5);
+  EXPECT_EQ(task.Get(Scaled(30s)), 5);
 }
 
 TEST_F(EmbeddedPlacementGroupTest, AGroupNoNodeCanHoldFailsWaitNamingBundlesAndCluster) {
   auto pg = Create({{{"CPU", 100}}}, raio::PlacementStrategy::PACK);
   try {
-    pg.Wait(10);
+    pg.Wait(ScaledSeconds(10));
     FAIL() << "expected UnschedulableError";
   } catch (const raio::UnschedulableError& e) {
     std::string msg = e.what();
@@ -151,30 +180,46 @@ TEST_F(EmbeddedPlacementGroupTest, AGroupNoNodeCanHoldFailsWaitNamingBundlesAndC
   }
   // Two bundles on different nodes, with one node.
   auto spread = Create({{{"CPU", 1}}, {{"CPU", 1}}}, raio::PlacementStrategy::STRICT_SPREAD);
-  EXPECT_THROW(spread.Wait(10), raio::UnschedulableError);
+  EXPECT_THROW(spread.Wait(ScaledSeconds(10)), raio::UnschedulableError);
   // They do not hold back a group that fits.
   auto fits = Create({{{"CPU", 1}}}, raio::PlacementStrategy::PACK);
-  EXPECT_TRUE(fits.Wait(30));
+  EXPECT_TRUE(fits.Wait(ScaledSeconds(30)));
 }
 
 TEST_F(EmbeddedPlacementGroupTest, RemovingAGroupEndsItsTasksAndActorsAndFreesItsResources) {
   auto pg = Create({{{"CPU", 1}}, {{"CPU", 1}}}, raio::PlacementStrategy::PACK);
-  ASSERT_TRUE(pg.Wait(30));
-  auto sleeper = raio::Task(SleepMs).SetPlacementGroup(pg, 0).Remote(60000);
+  ASSERT_TRUE(pg.Wait(ScaledSeconds(30)));
+  // A task that has started (its entry in `gate`) and waits for a `go` that never comes:
+  // only the removal can end it before its Get's deadline (its own wait is 20 times that).
+  const std::filesystem::path gate =
+      std::filesystem::temp_directory_path() / ("raio-pg-gate-" + std::to_string(getpid()));
+  std::filesystem::create_directories(gate);
+  auto sleeper = raio::Task(NodeIdOnceGo)
+                     .SetPlacementGroup(pg, 0)
+                     .Remote(gate.string(), static_cast<int>(ScaledMs(600s)));
   auto actor =
       raio::Actor(Accumulator::Create).SetResource("CPU", 1).SetPlacementGroup(pg, 1).Remote(5);
-  EXPECT_EQ(actor.Task(&Accumulator::Add).Remote(1).Get(30s), 6);
-  EXPECT_EQ(raio::Wait(std::vector<raio::ObjectRef<int>>{sleeper}, 1, 500ms).ready.size(), 0u);
-  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(actor.Task(&Accumulator::Add).Remote(1).Get(Scaled(30s)), 6);
+  ASSERT_TRUE(WaitFor([&] { return Entries(gate) == 1; }, 30s)) << "the task never started";
+  EXPECT_EQ(
+      raio::Wait(std::vector<raio::ObjectRef<std::string>>{sleeper}, 1, Scaled(500ms)).ready.size(),
+      0u);
   raio::RemovePlacementGroup(pg.GetID());
-  EXPECT_THROW(sleeper.Get(30s), raio::RaioException);
   try {
-    actor.Task(&Accumulator::Add).Remote(1).Get(30s);
+    sleeper.Get(Scaled(30s));
+    ADD_FAILURE() << "the task in the removed group returned";
+  } catch (const raio::GetTimeoutError& e) {
+    ADD_FAILURE() << "the task in the removed group kept running: " << e.what();
+  } catch (const raio::RaioException&) {
+    // Ended by the removal.
+  }
+  try {
+    actor.Task(&Accumulator::Add).Remote(1).Get(Scaled(30s));
     FAIL() << "expected ActorDiedError";
   } catch (const raio::ActorDiedError& e) {
     EXPECT_NE(std::string(e.what()).find("placement group"), std::string::npos) << e.what();
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);  // not the 60 s sleep
+  std::filesystem::remove_all(gate);
   EXPECT_TRUE(WaitFor([] { return AvailableCpus() == 4; }, 10s)) << AvailableCpus();
 }
 
@@ -248,9 +293,9 @@ TEST_F(EmbeddedPlacementGroupTest, BadInputGetsClearErrors) {
   EXPECT_EQ(raio::GetPlacementGroupById(upper).GetID(), pg.GetID());
   // A removed group: Wait says so, and work placed in it fails at Get.
   raio::RemovePlacementGroup(pg.GetID());
-  expect_usage([&] { pg.Wait(5); }, "was removed");
+  expect_usage([&] { pg.Wait(ScaledSeconds(5)); }, "was removed");
   try {
-    raio::Task(Add).SetPlacementGroup(pg, 0).Remote(1, 2).Get(30s);
+    raio::Task(Add).SetPlacementGroup(pg, 0).Remote(1, 2).Get(Scaled(30s));
     FAIL() << "expected UnschedulableError";
   } catch (const raio::UnschedulableError& e) {
     EXPECT_NE(std::string(e.what()).find("was removed"), std::string::npos) << e.what();
@@ -263,26 +308,27 @@ TEST_F(EmbeddedPlacementGroupTest, BadInputGetsClearErrors) {
     EXPECT_NE(std::string(e.what()).find("was removed"), std::string::npos) << e.what();
   }
   // Its name is free again.
-  EXPECT_TRUE(Create({{{"CPU", 1}}}, raio::PlacementStrategy::PACK, "named").Wait(30));
+  EXPECT_TRUE(
+      Create({{{"CPU", 1}}}, raio::PlacementStrategy::PACK, "named").Wait(ScaledSeconds(30)));
 }
 
 TEST_F(EmbeddedPlacementGroupTest, ATaskThatCapturesItsChildrenRunsThemInItsGroup) {
   // The bundle takes the node's only `special`: a child demanding it can only run there.
   auto pg = Create({{{"CPU", 1}, {"special", 1}}}, raio::PlacementStrategy::PACK);
-  ASSERT_TRUE(pg.Wait(30));
+  ASSERT_TRUE(pg.Wait(ScaledSeconds(30)));
   std::string node = raio::Task(ChildOnSpecial)
                          .SetResource("CPU", 0)
                          .SetPlacementGroup(pg, 0, /*capture_child_tasks=*/true)
-                         .Remote(30000)
-                         .Get(60s);
+                         .Remote(static_cast<int>(ScaledMs(30s)))
+                         .Get(Scaled(60s));
   EXPECT_EQ(node, raio::GetNodeId());
   // Without capture the child waits for a `special` outside the group, which there is not.
   EXPECT_THROW(raio::Task(ChildOnSpecial)
                    .SetResource("CPU", 0)
                    .SetPlacementGroup(pg, 0)
                    .SetMaxRetries(0)
-                   .Remote(1000)
-                   .Get(60s),
+                   .Remote(static_cast<int>(ScaledMs(1s)))
+                   .Get(Scaled(60s)),
                raio::TaskError);
 }
 
@@ -389,8 +435,9 @@ TEST_F(ClusterPlacementGroupTest, ADetachedGroupOutlivesItsJobAndTheOthersEndWit
 int ScenarioDetachedMake() {
   raio::Init();
   raio::CreatePlacementGroup({"kept", {{{"CPU", 1}}}, raio::PlacementStrategy::PACK, true})
-      .Wait(60);
-  raio::CreatePlacementGroup({"ended", {{{"CPU", 1}}}, raio::PlacementStrategy::PACK}).Wait(60);
+      .Wait(ScaledSeconds(60));
+  raio::CreatePlacementGroup({"ended", {{{"CPU", 1}}}, raio::PlacementStrategy::PACK})
+      .Wait(ScaledSeconds(60));
   // Names are per namespace: the other driver looks them up by id.
   for (const auto& g : raio::GetAllPlacementGroups()) {
     std::cout << "id " << g.GetName() << " " << g.GetID() << "\n";
@@ -401,15 +448,16 @@ int ScenarioDetachedMake() {
 
 int ScenarioDetachedCheck() {
   raio::Init();
-  // The first driver's job ends when its connection closes; give the head a moment.
-  for (int i = 0; i < 500; ++i) {
-    bool ended = false;
-    for (const auto& g : raio::GetAllPlacementGroups()) {
-      ended |= g.GetName() == "ended" && g.GetState() == raio::PlacementGroupState::REMOVED;
-    }
-    if (ended) break;
-    std::this_thread::sleep_for(20ms);
-  }
+  // The first driver's job ends when its connection closes: wait for the head to see it.
+  WaitFor(
+      [] {
+        bool ended = false;
+        for (const auto& g : raio::GetAllPlacementGroups()) {
+          ended |= g.GetName() == "ended" && g.GetState() == raio::PlacementGroupState::REMOVED;
+        }
+        return ended;
+      },
+      10s);
   for (const auto& g : raio::GetAllPlacementGroups()) {
     if (g.GetName() != "kept" && g.GetName() != "ended") continue;
     auto state = g.GetState();
@@ -428,7 +476,7 @@ int ScenarioStrategies() {
   auto run = [](const std::string& label, std::vector<std::map<std::string, double>> bundles,
                 raio::PlacementStrategy strategy) {
     auto pg = Create(bundles, strategy);
-    if (!pg.Wait(60)) throw std::runtime_error(label + " not created");
+    if (!pg.Wait(ScaledSeconds(60))) throw std::runtime_error(label + " not created");
     std::cout << label << " bundles";
     for (const auto& n : pg.GetBundleNodes()) std::cout << " " << n;
     std::cout << "\n" << label << " tasks";
@@ -437,7 +485,7 @@ int ScenarioStrategies() {
       refs.push_back(
           raio::Task(NodeIdAfterMs).SetResource("CPU", 0.5).SetPlacementGroup(pg, i).Remote(0));
     }
-    for (auto& ref : refs) std::cout << " " << ref.Get(60s);
+    for (auto& ref : refs) std::cout << " " << ref.Get(Scaled(60s));
     std::cout << std::endl;
     raio::RemovePlacementGroup(pg.GetID());
   };
@@ -450,7 +498,7 @@ int ScenarioStrategies() {
   try {
     Create({{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
            raio::PlacementStrategy::STRICT_SPREAD)
-        .Wait(30);
+        .Wait(ScaledSeconds(30));
     std::cout << "4 bundles STRICT_SPREAD: created?!\n";
   } catch (const raio::UnschedulableError& e) {
     std::cout << "4 bundles STRICT_SPREAD: UnschedulableError " << e.what() << "\n";
@@ -464,7 +512,7 @@ int ScenarioDeath() {
   const std::string c = std::getenv("C_NODE");
   auto pg =
       Create({{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, raio::PlacementStrategy::STRICT_SPREAD);
-  if (!pg.Wait(60)) throw std::runtime_error("not created");
+  if (!pg.Wait(ScaledSeconds(60))) throw std::runtime_error("not created");
   auto nodes = pg.GetBundleNodes();
   int on_c = static_cast<int>(std::find(nodes.begin(), nodes.end(), c) - nodes.begin());
   auto actor = raio::Actor(Accumulator::Create)
@@ -473,16 +521,21 @@ int ScenarioDeath() {
                    .SetPlacementGroup(pg, on_c)
                    .Remote(5);
   auto where = raio::Actor(Where::Create).SetPlacementGroup(pg, on_c).SetMaxRestarts(1).Remote();
-  std::cout << "total " << actor.Task(&Accumulator::Add).Remote(1).Get(60s) << "\n";
-  std::cout << "actor on " << where.Task(&Where::Node).Remote().Get(60s) << "\n";
+  std::cout << "total " << actor.Task(&Accumulator::Add).Remote(1).Get(Scaled(60s)) << "\n";
+  std::cout << "actor on " << where.Task(&Where::Node).Remote().Get(Scaled(60s)) << "\n";
   std::cout << "ready" << std::endl;
-  while (pg.GetState() != raio::PlacementGroupState::RESCHEDULING)
-    std::this_thread::sleep_for(20ms);
+  if (!WaitFor([&] { return pg.GetState() == raio::PlacementGroupState::RESCHEDULING; }, 60s)) {
+    std::cout << "failed: the group never went RESCHEDULING" << std::endl;
+    return 1;
+  }
   std::cout << "rescheduling" << std::endl;
-  while (pg.GetState() != raio::PlacementGroupState::CREATED) std::this_thread::sleep_for(20ms);
+  if (!WaitFor([&] { return pg.GetState() == raio::PlacementGroupState::CREATED; }, 90s)) {
+    std::cout << "failed: the group was never CREATED again" << std::endl;
+    return 1;
+  }
   std::cout << "created again " << pg.GetBundleNodes()[on_c] << std::endl;
-  std::cout << "restarted on " << where.Task(&Where::Node).Remote().Get(60s) << std::endl;
-  std::cout << "total " << actor.Task(&Accumulator::Add).Remote(2).Get(60s) << std::endl;
+  std::cout << "restarted on " << where.Task(&Where::Node).Remote().Get(Scaled(60s)) << std::endl;
+  std::cout << "total " << actor.Task(&Accumulator::Add).Remote(2).Get(Scaled(60s)) << std::endl;
   std::cout << "death done" << std::endl;
   raio::Shutdown();
   return 0;
@@ -496,8 +549,8 @@ int ScenarioMany() {
   }
   int created = 0;
   for (auto& pg : groups) {
-    if (!pg.Wait(150)) break;
-    raio::Task(Add).SetPlacementGroup(pg, 1).Remote(1, 1).Get(60s);
+    if (!pg.Wait(ScaledSeconds(150))) break;
+    raio::Task(Add).SetPlacementGroup(pg, 1).Remote(1, 1).Get(Scaled(60s));
     raio::RemovePlacementGroup(pg.GetID());
     ++created;
   }

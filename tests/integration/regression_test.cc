@@ -20,10 +20,13 @@
 #include <vector>
 
 #include "harness.h"
+#include "raio/testkit/time_scale.h"
 #include "test_functions.h"
 
 using namespace raio_test;
 using namespace std::chrono_literals;
+using raio::testkit::Scaled;
+using raio::testkit::ScaledMs;
 
 namespace {
 
@@ -39,11 +42,11 @@ const bool g_exit_at_start = [] {
   return true;
 }();
 
-// Creates `dir`/`index` and waits (up to 20 s) until `n` such files exist: true when all
-// `n` calls ran at the same time.
+// Creates `dir`/`index` and waits (up to Scaled(20 s)) until `n` such files exist: true when
+// all `n` calls ran at the same time.
 bool Rendezvous(std::string dir, int index, int n) {
   std::ofstream(dir + "/" + std::to_string(index)) << "here\n";
-  auto deadline = std::chrono::steady_clock::now() + 20s;
+  auto deadline = std::chrono::steady_clock::now() + Scaled(20s);
   while (std::chrono::steady_clock::now() < deadline) {
     int present = 0;
     for (int i = 0; i < n; ++i) present += std::filesystem::exists(dir + "/" + std::to_string(i));
@@ -124,8 +127,10 @@ int64_t TotalBytes2(std::vector<uint8_t> a, std::vector<uint8_t> b) {
 int64_t TotalBytes3(std::vector<uint8_t> a, std::vector<uint8_t> b, std::vector<uint8_t> c) {
   return static_cast<int64_t>(a.size() + b.size() + c.size());
 }
-// Holds its argument pinned for `ms`, then returns its size.
-int64_t HoldBytes(std::vector<uint8_t> a, int ms) {
+// Holds its argument pinned: meets the other `parties` - 1 calls in `meet` (MeetIn, so that
+// they pin their arguments at the same time), then holds on for `ms`; returns its size.
+int64_t HoldBytes(std::vector<uint8_t> a, std::string meet, int parties, int ms) {
+  MeetIn(std::move(meet), parties, static_cast<int>(ScaledMs(30s)));
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   return static_cast<int64_t>(a.size()) + a.back();
 }
@@ -188,7 +193,7 @@ TEST_F(RegressionTest, TasksNeverQueueBehindABusyWorkerWhileCpusAreFree) {
   std::filesystem::create_directories(meet);
   std::vector<raio::ObjectRef<bool>> refs;
   for (int i = 0; i < 4; ++i) refs.push_back(raio::Task(Rendezvous).Remote(meet, i, 4));
-  for (auto& r : refs) EXPECT_TRUE(r.Get(60s));
+  for (auto& r : refs) EXPECT_TRUE(r.Get(Scaled(60s)));
 }
 
 // The same after bursts of thousands of quick tasks, with rounds of 2, 3 and 4 tasks that
@@ -197,13 +202,14 @@ TEST_F(RegressionTest, RendezvousRoundsAfterBurstsOfQuickTasksAllMeet) {
   for (int burst = 0; burst < 3; ++burst) {
     std::vector<raio::ObjectRef<int>> quick;
     for (int i = 0; i < 5000; ++i) quick.push_back(raio::Task(Add).Remote(i, 1));
-    for (int i = 0; i < 5000; ++i) ASSERT_EQ(quick[i].Get(60s), i + 1);
+    for (int i = 0; i < 5000; ++i) ASSERT_EQ(quick[i].Get(Scaled(60s)), i + 1);
     for (int n = 2; n <= 4; ++n) {
       const std::string meet = dir_ / ("meet-" + std::to_string(burst) + "-" + std::to_string(n));
       std::filesystem::create_directories(meet);
       std::vector<raio::ObjectRef<bool>> refs;
       for (int i = 0; i < n; ++i) refs.push_back(raio::Task(Rendezvous).Remote(meet, i, n));
-      for (auto& r : refs) EXPECT_TRUE(r.Get(60s)) << "burst " << burst << ", " << n << " tasks";
+      for (auto& r : refs)
+        EXPECT_TRUE(r.Get(Scaled(60s))) << "burst " << burst << ", " << n << " tasks";
     }
   }
 }
@@ -225,7 +231,7 @@ TEST_F(RegressionTest, TaskWaitsForStoreRoomWhenOthersPinnedArgumentsFillIt) {
                                  std::vector<uint8_t>(kMiB100, static_cast<uint8_t>(3 + t))));
     }
     for (int t = 0; t < 2; ++t) {
-      EXPECT_EQ(refs[t].Get(120s), static_cast<int64_t>(2 * kMiB100) * 1000 + 4 + 2 * t)
+      EXPECT_EQ(refs[t].Get(Scaled(120s)), static_cast<int64_t>(2 * kMiB100) * 1000 + 4 + 2 * t)
           << "round " << round << " task " << t;
     }
   }
@@ -234,7 +240,7 @@ TEST_F(RegressionTest, TaskWaitsForStoreRoomWhenOthersPinnedArgumentsFillIt) {
     raio::Task(TotalBytes3)
         .Remote(std::vector<uint8_t>(kMiB100, 1), std::vector<uint8_t>(kMiB100, 2),
                 std::vector<uint8_t>(kMiB100, 3))
-        .Get(120s);
+        .Get(Scaled(120s));
     ADD_FAILURE() << "expected ObjectStoreFullError";
   } catch (const raio::ObjectStoreFullError& e) {
     std::string what = e.what();
@@ -253,13 +259,18 @@ TEST_F(RegressionTest, PutWaitsForRoomWhileRunningTasksPinTheStore) {
   options.object_store_memory_bytes = 256ull << 20;
   raio::Init(options);
   constexpr std::size_t kMiB120 = 120u << 20;
-  auto a = raio::Task(HoldBytes).Remote(std::vector<uint8_t>(kMiB120, 1), 1500);
-  auto b = raio::Task(HoldBytes).Remote(std::vector<uint8_t>(kMiB120, 2), 1500);
-  std::this_thread::sleep_for(500ms);  // both run, pinning 240 MiB
-  auto c = raio::Task(HoldBytes).Remote(std::vector<uint8_t>(kMiB120, 3), 0);
-  EXPECT_EQ(a.Get(120s), static_cast<int64_t>(kMiB120) + 1);
-  EXPECT_EQ(b.Get(120s), static_cast<int64_t>(kMiB120) + 2);
-  EXPECT_EQ(c.Get(120s), static_cast<int64_t>(kMiB120) + 3);
+  // a and b run together, each pinning its 120 MiB, and hold on for 1.5 s (scaled) after
+  // both have started: c's argument is put while they pin 240 MiB.
+  const std::string meet = dir_ / "meet";
+  std::filesystem::create_directories(meet);
+  const int hold_ms = static_cast<int>(ScaledMs(1500ms));
+  auto a = raio::Task(HoldBytes).Remote(std::vector<uint8_t>(kMiB120, 1), meet, 2, hold_ms);
+  auto b = raio::Task(HoldBytes).Remote(std::vector<uint8_t>(kMiB120, 2), meet, 2, hold_ms);
+  ASSERT_TRUE(WaitFor([&] { return CountEntries(meet) == 2; }, 30s)) << "a and b did not start";
+  auto c = raio::Task(HoldBytes).Remote(std::vector<uint8_t>(kMiB120, 3), meet, 1, 0);
+  EXPECT_EQ(a.Get(Scaled(120s)), static_cast<int64_t>(kMiB120) + 1);
+  EXPECT_EQ(b.Get(Scaled(120s)), static_cast<int64_t>(kMiB120) + 2);
+  EXPECT_EQ(c.Get(Scaled(120s)), static_cast<int64_t>(kMiB120) + 3);
 }
 
 // 3. Workers that exited during start-up left tasks waiting forever.
@@ -270,7 +281,7 @@ TEST_F(RegressionTest, WorkersThatDieWhileStartingFailPendingTasksWithTheirStder
   options.num_cpus = 2;
   raio::Init(options);
   try {
-    raio::Task(Add).Remote(1, 2).Get(60s);
+    raio::Task(Add).Remote(1, 2).Get(Scaled(60s));
     ADD_FAILURE() << "expected WorkerCrashedError";
   } catch (const raio::WorkerCrashedError& e) {
     std::string what = e.what();
@@ -280,7 +291,7 @@ TEST_F(RegressionTest, WorkersThatDieWhileStartingFailPendingTasksWithTheirStder
   }
   auto actor = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
   try {
-    actor.Task(&Probe::Echo).Remote(1).Get(60s);
+    actor.Task(&Probe::Echo).Remote(1).Get(Scaled(60s));
     ADD_FAILURE() << "expected ActorDiedError";
   } catch (const raio::ActorDiedError& e) {
     std::string what = e.what();
@@ -292,7 +303,7 @@ TEST_F(RegressionTest, WorkersThatDieWhileStartingFailPendingTasksWithTheirStder
   raio::InitOptions fresh;
   fresh.num_cpus = 4;
   raio::Init(fresh);
-  EXPECT_EQ(raio::Task(Add).Remote(1, 2).Get(60s), 3);
+  EXPECT_EQ(raio::Task(Add).Remote(1, 2).Get(Scaled(60s)), 3);
 }
 
 // 4. A task's idle worker, which owned objects, was reused to host an actor, and killing
@@ -305,7 +316,7 @@ TEST_F(RegressionTest, ObjectsOwnedByATaskWorkerSurviveKillingALaterActor) {
     ASSERT_EQ(actor.Task(&Probe::Echo).Remote(1).Get(), 2);
     actor.Kill();
   }
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(refs[i].Get(30s), i * 11);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(refs[i].Get(Scaled(30s)), i * 11);
 }
 
 // 5. Calls that had finished lost their results when a later call ended the process.
@@ -315,8 +326,8 @@ TEST_F(RegressionTest, FinishedActorCallsKeepTheirResultsWhenALaterCallEndsThePr
     std::vector<raio::ObjectRef<int>> done;
     for (int i = 0; i < 5; ++i) done.push_back(actor.Task(&Probe::Echo).Remote(i));
     auto end = actor.Task(&Probe::End).Remote(how);
-    EXPECT_THROW(end.Get(30s), raio::ActorDiedError) << how;
-    for (int i = 0; i < 5; ++i) EXPECT_EQ(done[i].Get(30s), i) << how << " call " << i;
+    EXPECT_THROW(end.Get(Scaled(30s)), raio::ActorDiedError) << how;
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(done[i].Get(Scaled(30s)), i) << how << " call " << i;
   }
 }
 
@@ -328,8 +339,8 @@ TEST_F(RegressionTest, CompletedActorCallsAreNotRunAgainAfterARestart) {
   std::vector<raio::ObjectRef<int>> done;
   for (int i = 0; i < 5; ++i) done.push_back(actor.Task(&Probe::Note).Remote(log, i));
   auto end = actor.Task(&Probe::End).Remote(std::string("_Exit"));
-  EXPECT_THROW(end.Get(60s), raio::ActorDiedError);  // retried once, dies again
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(done[i].Get(30s), i);
+  EXPECT_THROW(end.Get(Scaled(60s)), raio::ActorDiedError);  // retried once, dies again
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(done[i].Get(Scaled(30s)), i);
   std::ifstream in(log);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "0\n1\n2\n3\n4\n");
@@ -361,10 +372,10 @@ TEST_F(RegressionTest, FunctionsTakingReferencesCompileAndGetTheValue) {
 TEST_F(RegressionTest, GetOfOneRefReturnsItsValue) {
   auto ref = raio::Task(Add).Remote(2, 3);
   EXPECT_EQ(raio::Get(ref), 5);
-  EXPECT_EQ(raio::Get(raio::Put(std::string("x")), 10s), "x");
+  EXPECT_EQ(raio::Get(raio::Put(std::string("x")), Scaled(10s)), "x");
   std::vector<raio::ObjectRef<int>> refs{raio::Task(Add).Remote(1, 1),
                                          raio::Task(Add).Remote(2, 2)};
-  EXPECT_EQ(raio::Get(refs, 30s), (std::vector<int>{2, 4}));
+  EXPECT_EQ(raio::Get(refs, Scaled(30s)), (std::vector<int>{2, 4}));
 }
 
 // 10. A task reading an object whose owner had died failed with "no object <id>".
@@ -378,7 +389,7 @@ TEST_F(RegressionTest, TaskReadingAnObjectWhoseOwnerDiedGetsOwnerDiedError) {
   bool failed = WaitFor(
       [&] {
         try {
-          raio::Task(SumInts).SetMaxRetries(0).Remote(refs[0]).Get(30s);
+          raio::Task(SumInts).SetMaxRetries(0).Remote(refs[0]).Get(Scaled(30s));
           return false;
         } catch (const raio::OwnerDiedError& e) {
           EXPECT_NE(std::string(e.what()).find("owner"), std::string::npos) << e.what();
@@ -397,21 +408,21 @@ TEST_F(RegressionTest, TaskReadingAnObjectWhoseOwnerDiedGetsOwnerDiedError) {
 TEST_F(RegressionTest, ActorDeathCauseGivesTheExitCodeOrSignal) {
   auto exits = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
   try {
-    exits.Task(&Probe::End).Remote(std::string("exit")).Get(30s);
+    exits.Task(&Probe::End).Remote(std::string("exit")).Get(Scaled(30s));
     ADD_FAILURE() << "expected ActorDiedError";
   } catch (const raio::ActorDiedError& e) {
     EXPECT_NE(std::string(e.what()).find("exited with code 3"), std::string::npos) << e.what();
   }
   // Later calls fail with the death cause too.
   try {
-    exits.Task(&Probe::Echo).Remote(1).Get(30s);
+    exits.Task(&Probe::Echo).Remote(1).Get(Scaled(30s));
     ADD_FAILURE() << "expected ActorDiedError";
   } catch (const raio::ActorDiedError& e) {
     EXPECT_NE(std::string(e.what()).find("exited with code 3"), std::string::npos) << e.what();
   }
   auto killed = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
   try {
-    killed.Task(&Probe::End).Remote(std::string("sigkill")).Get(30s);
+    killed.Task(&Probe::End).Remote(std::string("sigkill")).Get(Scaled(30s));
     ADD_FAILURE() << "expected ActorDiedError";
   } catch (const raio::ActorDiedError& e) {
     EXPECT_NE(std::string(e.what()).find("killed by signal 9"), std::string::npos) << e.what();
@@ -438,7 +449,7 @@ TEST_F(RegressionTest, GetTimeoutOfATaskWaitingForResourcesSaysSo) {
     EXPECT_EQ(what.find("keeps running"), std::string::npos) << what;
   }
   holder.Kill();
-  EXPECT_EQ(waiting.Get(30s), 3);
+  EXPECT_EQ(waiting.Get(Scaled(30s)), 3);
 }
 
 // Groundwork issue, point 4: cancelling a task that waited for an argument freed its entry
@@ -447,17 +458,26 @@ TEST_F(RegressionTest, GetTimeoutOfATaskWaitingForResourcesSaysSo) {
 // argument was (an empty value, or a use-after-free under ASan).
 TEST_F(RegressionTest, CancellingATaskWaitingForAnArgumentLeavesLaterTasksTheirArguments) {
   for (int round = 0; round < 3; ++round) {
-    auto soon = raio::Task(SleepMs).Remote(200);
+    // `soon` and `later` are held until the test releases them, in that order: the tasks
+    // are cancelled while they wait for `soon`, and `later` is still pending when `soon`
+    // becomes ready.
+    const std::string started = dir_ / ("started-" + std::to_string(round));
+    const std::string release_soon = dir_ / ("soon-" + std::to_string(round));
+    const std::string release_later = dir_ / ("later-" + std::to_string(round));
+    std::filesystem::create_directories(started);
+    auto soon = raio::Task(HoldUntilReleased).Remote(started, release_soon, 200, ScaledMs(60s));
     std::vector<raio::ObjectRef<int>> cancelled;
     for (int i = 0; i < 20; ++i) cancelled.push_back(raio::Task(Add).Remote(soon, i));
     for (auto& ref : cancelled) raio::Cancel(ref);
     // Allocated after the cancelled ones were freed, waiting for a later object.
-    auto later = raio::Task(SleepMs).Remote(1000);
+    auto later = raio::Task(HoldUntilReleased).Remote(started, release_later, 1000, ScaledMs(60s));
     std::vector<raio::ObjectRef<int>> results;
     for (int i = 0; i < 50; ++i) results.push_back(raio::Task(Add).Remote(later, i));
-    EXPECT_EQ(soon.Get(30s), 200);
-    for (int i = 0; i < 50; ++i) EXPECT_EQ(results[i].Get(30s), 1000 + i) << "task " << i;
-    for (auto& ref : cancelled) EXPECT_THROW(ref.Get(10s), raio::TaskCancelledError);
+    Touch(release_soon);
+    EXPECT_EQ(soon.Get(Scaled(30s)), 200);
+    Touch(release_later);
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(results[i].Get(Scaled(30s)), 1000 + i) << "task " << i;
+    for (auto& ref : cancelled) EXPECT_THROW(ref.Get(Scaled(10s)), raio::TaskCancelledError);
   }
 }
 
@@ -466,17 +486,20 @@ TEST_F(RegressionTest, CancellingATaskWaitingForAnArgumentLeavesLaterTasksTheirA
 // calls submitted after it.
 TEST_F(RegressionTest, ActorCallsWithPendingRefArgumentsReturnAtOnceAndKeepTheirOrder) {
   auto probe = raio::Actor(RAIO_FUNC(Probe::Create)).Remote();
-  ASSERT_EQ(probe.Task(&Probe::Echo).Remote(1).Get(30s), 1);
+  ASSERT_EQ(probe.Task(&Probe::Echo).Remote(1).Get(Scaled(30s)), 1);
   const std::string path = (dir_ / "order.txt").string();
-  auto slow = raio::Task(SleepMs).Remote(800);
+  // `slow` runs until the test releases it, after the calls below were made.
+  const std::string release = (dir_ / "release").string();
+  auto slow = raio::Task(HoldUntilReleased).Remote(dir_.string(), release, 800, ScaledMs(60s));
   auto first = probe.Task(&Probe::Note).Remote(path, slow);
   // Remote returned while `slow` still runs.
   EXPECT_EQ(raio::Wait(std::vector{slow}, 0, 0ms).pending.size(), 1u);
   auto second = probe.Task(&Probe::Note).Remote(path, 2);
   auto third = probe.Task(&Probe::Echo).Remote(slow);
-  EXPECT_EQ(second.Get(30s), 2);
-  EXPECT_EQ(first.Get(30s), 800);
-  EXPECT_EQ(third.Get(30s), 800);
+  Touch(release);
+  EXPECT_EQ(second.Get(Scaled(30s)), 2);
+  EXPECT_EQ(first.Get(Scaled(30s)), 800);
+  EXPECT_EQ(third.Get(Scaled(30s)), 800);
   std::ifstream in(path);
   std::string a, b;
   in >> a >> b;
@@ -486,8 +509,8 @@ TEST_F(RegressionTest, ActorCallsWithPendingRefArgumentsReturnAtOnceAndKeepTheir
   auto bad = raio::Task(ThrowsRuntimeError).Remote(1);
   auto failed = probe.Task(&Probe::Echo).Remote(bad);
   auto after = probe.Task(&Probe::Echo).Remote(5);
-  EXPECT_THROW(failed.Get(30s), raio::TaskError);
-  EXPECT_EQ(after.Get(30s), 5);
+  EXPECT_THROW(failed.Get(Scaled(30s)), raio::TaskError);
+  EXPECT_EQ(after.Get(Scaled(30s)), 5);
   probe.Kill();
 }
 
@@ -495,32 +518,32 @@ TEST_F(RegressionTest, TupleResultsAreOneObjectPerElement) {
   // 20000 doubles (160 KB) go to the store; the others are inline.
   auto [n, text, values] = raio::Task(Split3).Remote(20000);
   static_assert(std::is_same_v<decltype(n), raio::ObjectRef<int>>);
-  EXPECT_EQ(raio::Task(Add).Remote(n, 1).Get(30s), 20001);
-  EXPECT_EQ(text.Get(30s), std::string(0, 'x'));
-  std::vector<double> v = values.Get(30s);
+  EXPECT_EQ(raio::Task(Add).Remote(n, 1).Get(Scaled(30s)), 20001);
+  EXPECT_EQ(text.Get(Scaled(30s)), std::string(0, 'x'));
+  std::vector<double> v = values.Get(Scaled(30s));
   ASSERT_EQ(v.size(), 20000u);
   EXPECT_EQ(v.back(), 0.5);
   EXPECT_NE(n.ID(), values.ID());
   // A tuple of one (from a break-test: its result was refused as "several values").
   auto [only] = raio::Task(OneTuple).Remote(4);
-  EXPECT_EQ(only.Get(30s), 5);
+  EXPECT_EQ(only.Get(Scaled(30s)), 5);
   // An error fails every return.
   auto [a, b] = raio::Task(ThrowsTwo).Remote(7);
-  EXPECT_THROW(a.Get(30s), raio::TaskError);
-  EXPECT_THROW(b.Get(30s), raio::TaskError);
+  EXPECT_THROW(a.Get(Scaled(30s)), raio::TaskError);
+  EXPECT_THROW(b.Get(Scaled(30s)), raio::TaskError);
   // An ObjectRef inside one return lives with that return.
   auto [inner, echo] = raio::Task(PutAndEcho).Remote(21);
-  EXPECT_EQ(echo.Get(30s), 21);
-  raio::ObjectRef<int> got = inner.Get(30s);
-  EXPECT_EQ(got.Get(30s), 42);
+  EXPECT_EQ(echo.Get(Scaled(30s)), 21);
+  raio::ObjectRef<int> got = inner.Get(Scaled(30s));
+  EXPECT_EQ(got.Get(Scaled(30s)), 42);
   // Actor methods too, in order.
   auto pairer = raio::Actor(Pairer::Create).Remote();
   auto [c1, t1] = pairer.Task(&Pairer::Next).Remote(std::string("a"));
   auto [c2, t2] = pairer.Task(&Pairer::Next).Remote(std::string("b"));
-  EXPECT_EQ(t2.Get(30s), "b2");
-  EXPECT_EQ(c1.Get(30s), 1);
-  EXPECT_EQ(t1.Get(30s), "a1");
-  EXPECT_EQ(c2.Get(30s), 2);
+  EXPECT_EQ(t2.Get(Scaled(30s)), "b2");
+  EXPECT_EQ(c1.Get(Scaled(30s)), 1);
+  EXPECT_EQ(t1.Get(Scaled(30s)), "a1");
+  EXPECT_EQ(c2.Get(Scaled(30s)), 2);
   pairer.Kill();
 }
 

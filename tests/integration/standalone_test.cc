@@ -4,6 +4,7 @@
 #include <raio/raio.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,12 +25,15 @@
 #include <vector>
 
 #include "harness.h"
+#include "raio/testkit/time_scale.h"
 #include "scenario_main.h"
 #include "test_functions.h"
 
 using namespace raio_test;
 using namespace std::chrono_literals;
 using nlohmann::json;
+using raio::testkit::Scaled;
+using raio::testkit::ScaledMs;
 
 namespace {
 
@@ -133,6 +137,7 @@ TEST_F(StandaloneTest, WaitingDemandShowsInStatusAndKilledDriverIsCleanedUp) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the driver (sh execs it) dies with the test
     std::string cmd = Driver("hold_slot") + " > " + out + " 2>&1";
     ::execl("/bin/sh", "sh", "-c", ("exec env " + cmd).c_str(), static_cast<char*>(nullptr));
     _exit(127);
@@ -208,6 +213,7 @@ TEST_F(StandaloneTest, ObjectsAreListedAndFreedWhenTheirOwnerDies) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the driver (sh execs it) dies with the test
     std::string cmd = Driver("hold_object") + " > " + out + " 2>&1";
     ::execl("/bin/sh", "sh", "-c", ("exec env " + cmd).c_str(), static_cast<char*>(nullptr));
     _exit(127);
@@ -536,7 +542,8 @@ int ScenarioHoldObject() {
   auto made = raio::Task(MakeBytes).Remote(6 << 20, 2);
   made.Get();
   std::cout << "holding" << std::endl;
-  std::this_thread::sleep_for(60s);
+  // Holds them until the test SIGKILLs it (this bound only ends an orphan).
+  std::this_thread::sleep_for(Scaled(300s));
   return 0;
 }
 
@@ -565,12 +572,15 @@ int ScenarioDetachedUse() {
   return 0;
 }
 
-// Four tasks that each need the cluster's only slot: one runs, three wait.
+// Four tasks that each need the cluster's only slot: one runs (until the test SIGKILLs this
+// driver; the bound only ends an orphan), three wait.
 int ScenarioHoldSlot() {
   raio::Init();
   std::vector<raio::ObjectRef<int>> refs;
   for (int i = 0; i < 4; ++i) {
-    refs.push_back(raio::Task(SleepMs).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(60000));
+    refs.push_back(raio::Task(SleepMs)
+                       .SetResources({{"CPU", 0.5}, {"slot", 1}})
+                       .Remote(static_cast<int>(ScaledMs(300s))));
   }
   std::cout << "submitted" << std::endl;
   for (auto& r : refs) r.Get();
@@ -586,12 +596,20 @@ int ScenarioPendingActor() {
   auto waiting = raio::Actor(Accumulator::Create).SetResources({{"slot", 1}}).Remote(0);
   auto call = waiting.Task(&Accumulator::Add).Remote(1);
   try {
-    call.Get(300ms);
+    call.Get(Scaled(300ms));  // it cannot run: the holder keeps the only slot
     return 2;
   } catch (const raio::GetTimeoutError& e) {
     std::cout << "get: " << e.what() << std::endl;
   }
-  std::cout << "status: " << RunCommand(std::string(RAIO_CLI_PATH) + " status").output << std::endl;
+  // Once the head has the second actor pending (its creation reached it), status shows it.
+  std::string status;
+  WaitFor(
+      [&] {
+        status = RunCommand(std::string(RAIO_CLI_PATH) + " status").output;
+        return status.find("Pending actors: 1") != std::string::npos;
+      },
+      20s);
+  std::cout << "status: " << status << std::endl;
   raio::Shutdown();
   return 0;
 }

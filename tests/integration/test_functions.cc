@@ -105,6 +105,62 @@ std::string NodeIdAfterMeeting(std::string dir, int parties, int timeout_ms) {
   return raio::GetNodeId();
 }
 
+std::string PidAndDevicesAfterMeeting(std::string dir, int parties, int timeout_ms) {
+  MeetIn(std::move(dir), parties, timeout_ms);
+  return PidAndDevices(0);
+}
+
+namespace {
+// "<pid>-<steady clock ticks>": unique per call, and names the process.
+std::string EntryName() {
+  return std::to_string(getpid()) + "-" +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+}  // namespace
+
+int HoldUntilReleased(std::string started_dir, std::string release_path, int value,
+                      int timeout_ms) {
+  namespace fs = std::filesystem;
+  std::ofstream(fs::path(started_dir) / EntryName()).put('x');
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!fs::exists(release_path)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw std::runtime_error("HoldUntilReleased: " + release_path + " did not appear within " +
+                               std::to_string(timeout_ms) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return value;
+}
+
+std::string FreshTestDir(const std::string& tag) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("raio-" + tag + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+int CountEntries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int n = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return n;
+}
+
+std::vector<int> EntryPids(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<int> pids;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    pids.push_back(std::atoi(it->path().filename().string().c_str()));
+  }
+  return pids;
+}
+
+void Touch(const std::string& path) { std::ofstream(path).put('x'); }
+
 }  // namespace raio_test
 
 using namespace raio_test;
@@ -112,6 +168,7 @@ RAIO_REMOTE(Add, Square, SumVector, Scale, NoOp, RAIO_FUNC(Overloaded, int),
             RAIO_FUNC(Overloaded, std::string), SleepAndStamp, Pid, VisibleDevices, PidAndDevices,
             ThrowsRuntimeError, ThrowsCustom, Crash, CrashOnce, NestedSum, Recurse, SleepMs,
             NodeIdAfterMs, MeetIn, NodeIdAfterMeeting);
+RAIO_REMOTE(raio_test::PidAndDevicesAfterMeeting, raio_test::HoldUntilReleased);
 
 namespace raio_test {
 
@@ -243,3 +300,35 @@ std::string Tally::Node() { return raio::GetNodeId(); }
 }  // namespace raio_test
 
 RAIO_REMOTE(raio_test::Tally::Create, &raio_test::Tally::Add, &raio_test::Tally::Node);
+
+namespace raio_test {
+
+std::string NodeIdOnceAllMet(std::string dir, int parties, int timeout_ms) {
+  const int seen = MeetIn(dir, parties, timeout_ms);
+  if (seen < parties) {
+    throw std::runtime_error("met " + std::to_string(seen) + " of " + std::to_string(parties) +
+                             " tasks in " + dir + " within " + std::to_string(timeout_ms) + " ms");
+  }
+  return raio::GetNodeId();
+}
+
+std::string NodeIdOnceGo(std::string dir, int timeout_ms) {
+  namespace fs = std::filesystem;
+  const std::string me =
+      std::to_string(getpid()) + "-" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::ofstream(fs::path(dir) / me).put('x');
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!fs::exists(fs::path(dir) / "go")) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw std::runtime_error("no " + (fs::path(dir) / "go").string() + " within " +
+                               std::to_string(timeout_ms) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return raio::GetNodeId();
+}
+
+}  // namespace raio_test
+
+RAIO_REMOTE(raio_test::NodeIdOnceAllMet, raio_test::NodeIdOnceGo);

@@ -49,6 +49,24 @@ std::string NodeIdAfterMs(int ms);
 int MeetIn(std::string dir, int parties, int timeout_ms);
 // MeetIn, then the hex id of the node it ran on.
 std::string NodeIdAfterMeeting(std::string dir, int parties, int timeout_ms);
+// MeetIn, then "<pid>:<CUDA_VISIBLE_DEVICES>" of the worker that runs it: tasks that must
+// hold their devices at the same time.
+std::string PidAndDevicesAfterMeeting(std::string dir, int parties, int timeout_ms);
+// A task held until the test lets it go: adds an entry "<pid>-<n>" to `started_dir` (the
+// test's, on this machine: it sees the task running, in which process), then waits until
+// `release_path` exists and returns `value`. Throws std::runtime_error when `timeout_ms`
+// passes first (a test that never released it fails instead of hanging).
+int HoldUntilReleased(std::string started_dir, std::string release_path, int value, int timeout_ms);
+
+// The test's side of MeetIn and HoldUntilReleased (called in the test, not remote).
+// A fresh empty directory under the temp directory, named after `tag` and this process.
+std::string FreshTestDir(const std::string& tag);
+// The number of entries in `dir` (0 when it does not exist).
+int CountEntries(const std::string& dir);
+// The pids in the names of the "<pid>-<n>" entries in `dir`.
+std::vector<int> EntryPids(const std::string& dir);
+// Creates the file `path` (a release for HoldUntilReleased).
+void Touch(const std::string& path);
 
 }  // namespace raio_test
 
@@ -142,4 +160,15 @@ class Tally {
   explicit Tally(int start) : value_(start) {}
   int value_;
 };
+}  // namespace raio_test
+
+namespace raio_test {
+// MeetIn(dir, parties, timeout_ms), then the hex id of the node it ran on; throws
+// std::runtime_error (saying how many it met) when fewer than `parties` tasks ran at once
+// within `timeout_ms`, so that a caller learns the overlap it needs did not happen.
+std::string NodeIdOnceAllMet(std::string dir, int parties, int timeout_ms);
+// A gate: adds an entry "<pid>-<n>" to directory `dir` (this task has started, in process
+// <pid>), then waits until the file `dir`/go exists; returns the hex id of its node. Throws
+// std::runtime_error when `timeout_ms` passes first.
+std::string NodeIdOnceGo(std::string dir, int timeout_ms);
 }  // namespace raio_test

@@ -192,7 +192,8 @@ struct ChildSetup {
 
 // Forks a child that enters the host (network namespace, a new UTS namespace with the
 // host's name), leads its own process group, writes stdout to `setup.output` and stderr
-// to `setup.output` + ".err", and runs `body`;
+// to `setup.output` + ".err", and runs `body` in a child of its own that dies with the test
+// (BecomeGuardedChild: the pid returned is the guard's, which exits as `body` does);
 // `body` must only make system calls and exec or _exit. Everything is prepared before
 // the fork: the test process has no other threads, but the child only execs anyway.
 template <typename Body>
@@ -208,6 +209,7 @@ pid_t ForkInHost(const ChildSetup& setup, Body body) {
     }
     return -1;
   }
+  const pid_t self = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setpgid(0, 0);
@@ -230,6 +232,9 @@ pid_t ForkInHost(const ChildSetup& setup, Body body) {
       (void)!::write(STDERR_FILENO, msg, sizeof(msg) - 1);
       _exit(122);
     }
+    // The command and what it starts in the foreground or background die with the test,
+    // even outside tests/sandbox.sh (daemons leave the group: Teardown ends them).
+    BecomeGuardedChild(self);
     body();
     _exit(127);
   }

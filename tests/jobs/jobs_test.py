@@ -11,7 +11,9 @@ Usage: jobs_test.py RAIO_CLI JOB_EXAMPLE {http|cli}
 
 Each mode starts a head (jobs API on a free port, --dashboard-port 0) and a second node in
 a private TMPDIR, and stops them at the end. Waits poll with a deadline; nothing sleeps
-to synchronise.
+to synchronise. Every deadline and every timeout the test gives the cluster is multiplied by
+RAIO_TEST_TIME_SCALE (the one test time scale, src/raio/testkit/time_scale.h; ctest sets it
+per build: larger under sanitizers; default 1).
 """
 import json
 import os
@@ -31,7 +33,26 @@ RAIO = EXAMPLE = None
 CLUSTER = None
 
 
+def _time_scale():
+    try:
+        value = float(os.environ.get("RAIO_TEST_TIME_SCALE", "1"))
+    except ValueError:
+        return 1.0
+    return value if value > 0 else 1.0
+
+
+TIME_SCALE = _time_scale()
+
+
+def scaled(seconds):
+    """`seconds` times the test time scale (never less than `seconds`)."""
+    return seconds * max(TIME_SCALE, 1.0)
+
+
 def wait_for(what, predicate, timeout=30.0, interval=0.05):
+    """Polls `predicate` until it returns a true value, which it returns; fails after
+    scaled(timeout) (the timeout is scaled here: callers pass the unscaled bound)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -45,8 +66,10 @@ def wait_for(what, predicate, timeout=30.0, interval=0.05):
 class Cluster:
     def __init__(self):
         self.tmp = tempfile.mkdtemp(prefix="raio-jobs-test-")
+        # The product timeouts the test sets, scaled as its own deadlines are.
         self.env = dict(os.environ, TMPDIR=self.tmp, RAIO_JOBS_MAX_PACKAGE_BYTES="50000000",
-                        RAIO_JOBS_STOP_GRACE_MS="1000", RAIO_JOBS_REQUEST_TIMEOUT_MS="3000")
+                        RAIO_JOBS_STOP_GRACE_MS=str(int(scaled(1000))),
+                        RAIO_JOBS_REQUEST_TIMEOUT_MS=str(int(scaled(3000))))
         for name in ("RAIO_ADDRESS", "RAIO_API_SERVER_ADDRESS", "RAIO_NODE_ID"):
             self.env.pop(name, None)
         out = self.raio("start", "--head", "--port", "0", "--dashboard-port", "0",
@@ -61,7 +84,7 @@ class Cluster:
     def raio(self, *args, check=False, timeout=120):
         r = subprocess.run([RAIO] + list(args), env=self.env, capture_output=True,
                            encoding="utf-8", errors="replace",
-                           timeout=timeout)
+                           timeout=scaled(timeout))
         if check and r.returncode != 0:
             raise AssertionError("raio %s failed (%d): %s%s" % (" ".join(args), r.returncode,
                                                                 r.stdout, r.stderr))
@@ -74,7 +97,7 @@ class Cluster:
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=60) as r:
+            with urllib.request.urlopen(req, timeout=scaled(60)) as r:
                 return r.status, json.loads(r.read() or b"null")
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"null")
@@ -152,11 +175,11 @@ class HttpTest(unittest.TestCase):
     def test_a_request_trickled_slowly_is_answered_408_and_closed(self):
         # Broke: a client sending partial headers held a server thread forever.
         host, port = CLUSTER.api.split("//")[1].split(":")
-        with socket.create_connection((host, int(port)), timeout=30) as s:
+        with socket.create_connection((host, int(port)), timeout=scaled(30)) as s:
             s.sendall(b"GET /api/version HTTP/1.1\r\nHost: x\r\n")
             got = b""
             while True:
-                chunk = s.recv(4096)  # the server closes within its 3 s deadline
+                chunk = s.recv(4096)  # the server closes within its request deadline
                 if not chunk:
                     break
                 got += chunk
@@ -273,15 +296,15 @@ class CliTest(unittest.TestCase):
         follow = subprocess.Popen([RAIO, "job", "logs", "--follow", "stream-1"], env=CLUSTER.env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            ready, _, _ = select.select([follow.stdout], [], [], 30)
-            self.assertTrue(ready, "no log line within 30 s")
+            ready, _, _ = select.select([follow.stdout], [], [], scaled(30))
+            self.assertTrue(ready, "no log line within %.0f s" % scaled(30))
             self.assertEqual(follow.stdout.readline(), "first\n")
             self.assertEqual(CLUSTER.job("stream-1")["status"], "RUNNING")
             open(gate, "w").close()
-            ready, _, _ = select.select([follow.stdout], [], [], 30)
+            ready, _, _ = select.select([follow.stdout], [], [], scaled(30))
             self.assertTrue(ready)
             self.assertEqual(follow.stdout.readline(), "second\n")
-            self.assertEqual(follow.wait(timeout=30), 0)
+            self.assertEqual(follow.wait(timeout=scaled(30)), 0)
         finally:
             follow.kill()
             follow.wait()
@@ -401,6 +424,10 @@ class CliTest(unittest.TestCase):
                                   "0"], cwd=CLUSTER.tmp, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
         try:
+            # Nothing read from it yet, so select() sees all there is: bounded, not a
+            # readline() that blocks until ctest kills the test.
+            ready, _, _ = select.select([other.stdout], [], [], scaled(30))
+            self.assertTrue(ready, "http.server printed nothing within 30 s")
             line = other.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N ..."
             port = line.split(" port ")[1].split()[0]
             r = CLUSTER.raio("job", "list", "--address", "http://127.0.0.1:" + port)

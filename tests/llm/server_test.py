@@ -5,10 +5,15 @@ mid-stream. Starts the server on port 0 in a temp dir and always stops it.
 
 usage: server_test.py RAIO_LLM_BINARY MODEL_DIR [SERVE FLAGS...]
 (the engine runs in a raio actor unless the flags say --in-process)
+
+Every deadline and timeout the test sets is multiplied by RAIO_TEST_TIME_SCALE (the one
+test time scale, src/raio/testkit/time_scale.h; ctest sets it per build: larger under
+sanitizers; default 1).
 """
 import asyncio
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -31,27 +36,54 @@ BASE = None
 TMP = None
 
 
+def _time_scale():
+    try:
+        value = float(os.environ.get("RAIO_TEST_TIME_SCALE", "1"))
+    except ValueError:
+        return 1.0
+    return value if value > 0 else 1.0
+
+
+TIME_SCALE = _time_scale()
+
+
+def scaled(seconds):
+    """`seconds` times the test time scale (never less than `seconds`)."""
+    return seconds * max(TIME_SCALE, 1.0)
+
+
 def launch_server(flags):
     """Starts `raio-llm serve` on port 0 in a temp dir; returns (process, base URL, dir)."""
     tmp = tempfile.mkdtemp(prefix="raio-llm-server-test-")
     proc = subprocess.Popen(
         [BINARY, "serve", "--model", MODEL, "--port", "0"] + flags,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError("server exited before listening")
+    deadline = time.time() + scaled(60)
+    # Reads the raw pipe, with select() for the deadline: a server that hangs before it
+    # listens fails here instead of blocking a readline() until ctest kills the test. (A
+    # readline() on the buffered stream would hide lines already read from select().)
+    fd, pending = proc.stdout.fileno(), b""
+    while True:
+        while b"\n" not in pending:
+            left = deadline - time.time()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                halt_server(proc, tmp)
+                raise RuntimeError("server did not start within %.0f s" % scaled(60))
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise RuntimeError("server exited before listening")
+            pending += chunk
+        line, pending = pending.split(b"\n", 1)
+        line = line.decode("utf-8", "replace")
         if "listening on" in line:
             return proc, "http://" + line.strip().rsplit(" ", 1)[1], tmp
-    raise RuntimeError("server did not start")
 
 
 def halt_server(proc, tmp):
     if proc and proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=scaled(20))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -90,7 +122,7 @@ def engine_worker_pids(server_pid):
 
 
 def metric(name, base=None):
-    text = requests.get((base or BASE) + "/metrics", timeout=10).text
+    text = requests.get((base or BASE) + "/metrics", timeout=scaled(10)).text
     for line in text.splitlines():
         if line.startswith(name + "{"):
             return float(line.rsplit(" ", 1)[1])
@@ -98,7 +130,9 @@ def metric(name, base=None):
 
 
 def wait_until(pred, timeout=20):
-    deadline = time.time() + timeout
+    """Polls `pred` until it holds (True) or scaled(timeout) passes (False); the timeout is
+    scaled here, callers pass the unscaled bound."""
+    deadline = time.time() + scaled(timeout)
     while time.time() < deadline:
         if pred():
             return True
@@ -119,14 +153,14 @@ def sse_events(lines):
 
 class ServerTest(unittest.TestCase):
     def test_health_and_models(self):
-        self.assertEqual(requests.get(BASE + "/health", timeout=10).status_code, 200)
-        models = requests.get(BASE + "/v1/models", timeout=10).json()
+        self.assertEqual(requests.get(BASE + "/health", timeout=scaled(10)).status_code, 200)
+        models = requests.get(BASE + "/v1/models", timeout=scaled(10)).json()
         self.assertEqual(models["object"], "list")
         self.assertEqual(models["data"][0]["id"], "stories260K")
         self.assertEqual(models["data"][0]["max_model_len"], 512)
 
     def test_greedy_completion_from_bos_gives_known_text(self):
-        r = requests.post(BASE + "/v1/completions", timeout=60, json={
+        r = requests.post(BASE + "/v1/completions", timeout=scaled(60), json={
             "model": "stories260K", "prompt": [1], "max_tokens": 60, "temperature": 0})
         self.assertEqual(r.status_code, 200, r.text)
         body = r.json()
@@ -137,7 +171,7 @@ class ServerTest(unittest.TestCase):
                                          "total_tokens": 61})
 
     def test_prompt_text_continues_with_a_space(self):
-        r = requests.post(BASE + "/v1/completions", timeout=60, json={
+        r = requests.post(BASE + "/v1/completions", timeout=scaled(60), json={
             "prompt": "Once upon a time", "max_tokens": 5, "temperature": 0, "stop": ["."]})
         text = r.json()["choices"][0]["text"]
         self.assertTrue(text.startswith(","), text)
@@ -147,7 +181,7 @@ class ServerTest(unittest.TestCase):
                            "stream_options": {"include_usage": True}})
         out = subprocess.run(
             ["curl", "-sN", "-H", "Content-Type: application/json", "-d", body,
-             BASE + "/v1/completions"], capture_output=True, text=True, timeout=60)
+             BASE + "/v1/completions"], capture_output=True, text=True, timeout=scaled(60))
         events = sse_events(out.stdout.splitlines())
         self.assertEqual(events[-1], "[DONE]")
         chunks = [json.loads(e) for e in events[:-1]]
@@ -159,14 +193,14 @@ class ServerTest(unittest.TestCase):
 
     def test_chat_completion_and_chat_stream(self):
         msgs = [{"role": "user", "content": "Tell me a story."}]
-        r = requests.post(BASE + "/v1/chat/completions", timeout=60, json={
+        r = requests.post(BASE + "/v1/chat/completions", timeout=scaled(60), json={
             "messages": msgs, "max_tokens": 20, "temperature": 0})
         self.assertEqual(r.status_code, 200, r.text)
         body = r.json()
         self.assertEqual(body["object"], "chat.completion")
         self.assertEqual(body["choices"][0]["message"]["role"], "assistant")
         full = body["choices"][0]["message"]["content"]
-        r = requests.post(BASE + "/v1/chat/completions", timeout=60, stream=True, json={
+        r = requests.post(BASE + "/v1/chat/completions", timeout=scaled(60), stream=True, json={
             "messages": msgs, "max_tokens": 20, "temperature": 0, "stream": True})
         self.assertTrue(r.headers["Content-Type"].startswith("text/event-stream"))
         events = sse_events(r.iter_lines())
@@ -178,8 +212,8 @@ class ServerTest(unittest.TestCase):
 
     def test_seeded_sampling_is_reproducible_over_http(self):
         req = {"prompt": "Tom", "max_tokens": 30, "temperature": 0.8, "seed": 7, "logprobs": 2}
-        a = requests.post(BASE + "/v1/completions", json=req, timeout=60).json()
-        b = requests.post(BASE + "/v1/completions", json=req, timeout=60).json()
+        a = requests.post(BASE + "/v1/completions", json=req, timeout=scaled(60)).json()
+        b = requests.post(BASE + "/v1/completions", json=req, timeout=scaled(60)).json()
         self.assertEqual(a["choices"][0]["text"], b["choices"][0]["text"])
         lp = a["choices"][0]["logprobs"]
         self.assertEqual(len(lp["tokens"]), a["usage"]["completion_tokens"])
@@ -198,15 +232,15 @@ class ServerTest(unittest.TestCase):
             (json.dumps({"prompt": [1], "max_tokens": 600}).encode(), 400),
         ]
         for body, status in cases:
-            r = requests.post(BASE + "/v1/completions", data=body, timeout=10,
+            r = requests.post(BASE + "/v1/completions", data=body, timeout=scaled(10),
                               headers={"Content-Type": "application/json"})
             self.assertEqual(r.status_code, status, (body[:40], r.text))
             err = r.json()
             self.assertEqual(err["object"], "error")
             self.assertEqual(err["code"], status)
             self.assertTrue(err["message"])
-        self.assertEqual(requests.get(BASE + "/nope", timeout=10).status_code, 404)
-        self.assertEqual(requests.post(BASE + "/v1/completions", timeout=30, json={
+        self.assertEqual(requests.get(BASE + "/nope", timeout=scaled(10)).status_code, 404)
+        self.assertEqual(requests.post(BASE + "/v1/completions", timeout=scaled(30), json={
             "prompt": "a", "max_tokens": 2}).status_code, 200)
 
     def test_body_over_the_limit_gets_413_while_the_client_still_sends_it(self):
@@ -214,7 +248,7 @@ class ServerTest(unittest.TestCase):
         # and python-requests (which sends the whole body first) saw an error, not the 413.
         body = json.dumps({"prompt": "a " * (8 << 20)}).encode()
         for _ in range(3):
-            r = requests.post(BASE + "/v1/completions", data=body, timeout=30,
+            r = requests.post(BASE + "/v1/completions", data=body, timeout=scaled(30),
                               headers={"Content-Type": "application/json"})
             self.assertEqual(r.status_code, 413)
             self.assertEqual(r.json()["code"], 413)
@@ -224,7 +258,7 @@ class ServerTest(unittest.TestCase):
         # second for a 100 the server never sent.
         body = json.dumps({"prompt": [1], "max_tokens": 3, "temperature": 0}).encode()
         host, port = BASE.split("//")[1].split(":")
-        with socket.create_connection((host, int(port)), timeout=5) as s:
+        with socket.create_connection((host, int(port)), timeout=scaled(5)) as s:
             s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
                       b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
             self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 100 Continue\r\n"))
@@ -237,10 +271,11 @@ class ServerTest(unittest.TestCase):
     def test_idle_kept_alive_connection_is_closed_after_the_timeout(self):
         # Regression: an idle connection held its server thread for as long as the client
         # kept it open.
-        proc, base, tmp = launch_server(["--keep-alive-timeout-s", "0.5"] + EXTRA_FLAGS)
+        proc, base, tmp = launch_server(
+            ["--keep-alive-timeout-s", str(scaled(0.5))] + EXTRA_FLAGS)
         try:
             host, port = base.split("//")[1].split(":")
-            with socket.create_connection((host, int(port)), timeout=10) as s:
+            with socket.create_connection((host, int(port)), timeout=scaled(10)) as s:
                 s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
                 got = b""
                 while b"\r\n\r\n" not in got:
@@ -265,7 +300,7 @@ class ServerTest(unittest.TestCase):
         s.close()
         self.assertTrue(wait_until(lambda: metric("vllm:num_requests_running") == 0))
         self.assertTrue(wait_until(lambda: metric("vllm:kv_cache_usage_perc") == 0))
-        self.assertEqual(requests.get(BASE + "/health", timeout=10).status_code, 200)
+        self.assertEqual(requests.get(BASE + "/health", timeout=scaled(10)).status_code, 200)
 
     def test_64_concurrent_streams_with_aiohttp_and_queue_bound(self):
         async def one(session, i, base):
@@ -283,11 +318,11 @@ class ServerTest(unittest.TestCase):
 
         async def run(n, base):
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
-                                             timeout=aiohttp.ClientTimeout(total=120)) as s:
+                                             timeout=aiohttp.ClientTimeout(total=scaled(120))) as s:
                 return await asyncio.gather(*[one(s, i, base) for i in range(n)])
 
         results = asyncio.run(run(64, 20))
-        greedy = requests.post(BASE + "/v1/completions", timeout=60, json={
+        greedy = requests.post(BASE + "/v1/completions", timeout=scaled(60), json={
             "prompt": [1], "max_tokens": 49, "temperature": 0, "ignore_eos": True}).json()
         full = greedy["choices"][0]["text"]
         for i, (status, _, text) in enumerate(results):
@@ -300,27 +335,35 @@ class ServerTest(unittest.TestCase):
         self.assertTrue(busy)
         self.assertEqual(busy[0][1], "1")
         self.assertTrue(all(r[0] in (200, 503) for r in results))
-        self.assertEqual(requests.get(BASE + "/health", timeout=10).status_code, 200)
+        self.assertEqual(requests.get(BASE + "/health", timeout=scaled(10)).status_code, 200)
 
     @unittest.skipIf("--in-process" in EXTRA_FLAGS, "the engine runs in the server process")
     def test_killed_engine_worker_is_restarted_and_serves_again(self):
         pids = engine_worker_pids(SERVER.pid)
         self.assertTrue(pids)
 
-        async def stream(session):
+        async def stream(session, streaming):
             req = {"prompt": [1], "max_tokens": 450, "stream": True, "ignore_eos": True}
             async with session.post(BASE + "/v1/completions", json=req) as resp:
                 if resp.status != 200:  # not yet submitted when the worker died
                     self.assertEqual(resp.status, 500)
                     self.assertEqual((await resp.json())["object"], "error")
                     return None
-                return sse_events([line async for line in resp.content])
+                lines = []
+                async for line in resp.content:
+                    lines.append(line)
+                    if line.startswith(b"data: "):
+                        streaming.set()  # this stream is in flight
+                return sse_events(lines)
 
         async def kill_while_streaming():
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
-                                             timeout=aiohttp.ClientTimeout(total=60)) as s:
-                tasks = [asyncio.create_task(stream(s)) for _ in range(32)]
-                await asyncio.sleep(0.3)
+                                             timeout=aiohttp.ClientTimeout(total=scaled(60))) as s:
+                streaming = asyncio.Event()
+                tasks = [asyncio.create_task(stream(s, streaming)) for _ in range(32)]
+                # The kill lands while streams are in flight: once the first has its first
+                # event (450 tokens each: none is near its end by then).
+                await asyncio.wait_for(streaming.wait(), timeout=scaled(60))
                 for pid in pids:
                     os.kill(pid, signal.SIGKILL)
                 return await asyncio.gather(*tasks)
@@ -341,7 +384,7 @@ class ServerTest(unittest.TestCase):
 
         def serves_known_text():
             try:
-                r = requests.post(BASE + "/v1/completions", timeout=30, json={
+                r = requests.post(BASE + "/v1/completions", timeout=scaled(30), json={
                     "prompt": [1], "max_tokens": 60, "temperature": 0})
             except requests.RequestException:
                 return False
@@ -351,30 +394,31 @@ class ServerTest(unittest.TestCase):
             return r.json()["choices"][0]["text"].startswith(KNOWN)
 
         self.assertTrue(wait_until(serves_known_text, timeout=60))
-        self.assertEqual(requests.get(BASE + "/health", timeout=10).status_code, 200)
+        self.assertEqual(requests.get(BASE + "/health", timeout=scaled(10)).status_code, 200)
         self.assertFalse(set(engine_worker_pids(SERVER.pid)) & set(pids))
 
     @unittest.skipIf("--in-process" in EXTRA_FLAGS, "the engine runs in the server process")
     def test_health_is_503_once_the_engine_is_gone_for_good(self):
         proc, base, tmp = launch_server(["--engine-max-restarts", "0"] + EXTRA_FLAGS)
         try:
-            self.assertEqual(requests.get(base + "/health", timeout=10).status_code, 200)
+            self.assertEqual(requests.get(base + "/health", timeout=scaled(10)).status_code, 200)
             for pid in engine_worker_pids(proc.pid):
                 os.kill(pid, signal.SIGKILL)
             self.assertTrue(wait_until(
-                lambda: requests.get(base + "/health", timeout=10).status_code == 503))
-            err = requests.get(base + "/health", timeout=10).json()
+                lambda: requests.get(base + "/health", timeout=scaled(10)).status_code == 503))
+            err = requests.get(base + "/health", timeout=scaled(10)).json()
             self.assertEqual((err["object"], err["code"]), ("error", 503))
             self.assertIn("died", err["message"])
-            r = requests.post(base + "/v1/completions", timeout=30, json={"prompt": "a"})
+            r = requests.post(base + "/v1/completions", timeout=scaled(30), json={"prompt": "a"})
             self.assertEqual(r.status_code, 500)
             self.assertEqual(r.json()["object"], "error")
         finally:
             halt_server(proc, tmp)
 
     def test_metrics_use_vllm_names(self):
-        requests.post(BASE + "/v1/completions", json={"prompt": "a", "max_tokens": 3}, timeout=30)
-        text = requests.get(BASE + "/metrics", timeout=10).text
+        requests.post(BASE + "/v1/completions", json={"prompt": "a", "max_tokens": 3},
+                      timeout=scaled(30))
+        text = requests.get(BASE + "/metrics", timeout=scaled(10)).text
         for name in ["vllm:num_requests_running", "vllm:num_requests_waiting",
                      "vllm:kv_cache_usage_perc", "vllm:time_to_first_token_seconds_bucket",
                      "vllm:time_per_output_token_seconds_count",
@@ -384,7 +428,7 @@ class ServerTest(unittest.TestCase):
         self.assertGreater(metric("vllm:generation_tokens_total"), 0)
         # The same prompt twice: the second finds its first full block in the prefix cache.
         for _ in range(2):
-            requests.post(BASE + "/v1/completions", timeout=30, json={
+            requests.post(BASE + "/v1/completions", timeout=scaled(30), json={
                 "prompt": "Once upon a time there was a big red dog who liked to run", "max_tokens": 2})
         self.assertGreater(metric("vllm:prefix_cache_hits_total"), 0)
 

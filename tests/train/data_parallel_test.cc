@@ -13,6 +13,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "raio/testkit/time_scale.h"
+
 namespace raio::train {
 namespace {
 
@@ -84,7 +86,10 @@ void OnTwoRanks(const std::function<void(int, c10d::ProcessGroup&)>& body) {
       o.waitWorkers = false;
       store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
     }
-    auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
+    // The collectives' deadline: scaled (testkit/time_scale.h), the other rank being a
+    // thread of this slower-under-sanitizers process.
+    auto options =
+        c10d::ProcessGroupGloo::Options::create(testkit::Scaled(std::chrono::seconds(30)));
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>("t", store), rank, 2, options);

@@ -15,11 +15,13 @@
 #include <thread>
 
 #include "raio/raio.h"
+#include "raio/testkit/time_scale.h"
 #include "raio/train/train.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using raio::testkit::Scaled;
 using raio::train::Metrics;
 using raio::train::TrainContext;
 
@@ -109,11 +111,12 @@ void TrainMlp(TrainContext& ctx) {
       { std::ofstream(dir / "pid.tmp") << ::getpid(); }
       fs::rename(dir / "pid.tmp", dir / "pid");
       // The test kills this process; the other ranks wait in the next all-reduce.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      const auto wait = Scaled(std::chrono::seconds(60));
+      const auto deadline = std::chrono::steady_clock::now() + wait;
       while (std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
-      throw std::runtime_error("not killed within 60 s");
+      throw std::runtime_error("not killed within " + std::to_string(wait.count()) + " s");
     }
     if (cfg.contains("throw_epoch") && epoch == cfg["throw_epoch"] && rank == cfg["throw_rank"]) {
       throw std::runtime_error("bad batch in epoch " + std::to_string(epoch));
@@ -291,7 +294,7 @@ TEST_F(TrainerTest, KeepsTheBestCheckpointsAndResumesARunByName) {
 raio::train::Result FitKillingOnce(raio::train::Trainer& trainer, const fs::path& marker_dir) {
   raio::train::Result result;
   std::thread fit([&] { result = trainer.Fit(); });
-  if (WaitForFile(marker_dir / "pid", std::chrono::seconds(60))) {
+  if (WaitForFile(marker_dir / "pid", Scaled(std::chrono::seconds(60)))) {
     int pid = 0;
     std::ifstream(marker_dir / "pid") >> pid;
     if (pid > 0) ::kill(pid, SIGKILL);

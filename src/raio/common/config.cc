@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <optional>
+#include <set>
+#include <type_traits>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -43,9 +45,34 @@ std::string FormatDouble(double v) {
   return ec == std::errc() ? std::string(buf, end) : absl::StrCat(v);
 }
 
+// What Parse gives for an entry of type `t`: its stored type, except for a path, which
+// is kept as text until it is stored (InternPath).
+template <Type t>
+using Parsed = std::conditional_t<t == Type::kPath, std::string, typename Repr<t>::T>;
+
+// A path entry's value: a string that is never freed, so that a pointer a reader loaded
+// stays valid whatever is written later. Each distinct value is kept once. Called only
+// with WriteMu() held (when a value is stored).
+const char* InternPath(const std::string& path) {
+  static auto* paths = new std::set<std::string>();
+  return paths->insert(path).first->c_str();
+}
+
+// What is stored for a parsed value.
+template <Type t>
+typename Repr<t>::T Stored(const Parsed<t>& v) {
+  if constexpr (t == Type::kPath) {
+    return InternPath(v);
+  } else {
+    return v;
+  }
+}
+
 template <Type t>
 std::string Format(typename Repr<t>::T v) {
-  if constexpr (t == Type::kDouble) {
+  if constexpr (t == Type::kPath) {
+    return std::string(v);
+  } else if constexpr (t == Type::kDouble) {
     return FormatDouble(v);
   } else if constexpr (t == Type::kBool) {
     return v ? "true" : "false";
@@ -76,6 +103,8 @@ std::string Want(Type t) {
       return "a whole number of microseconds";
     case Type::kLogLevel:
       return absl::StrCat("one of auto, ", absl::StrJoin(kLogLevelNames, ", "));
+    case Type::kPath:
+      return "an absolute path (or empty: none)";
   }
   return "a value";
 }
@@ -128,9 +157,9 @@ std::optional<uint64_t> ParseBytes(std::string_view text) {
 // Parses `text` as a value of type `t` within `bounds`; the error names `label` (the
 // entry's name, or its environment variable).
 template <Type t>
-absl::StatusOr<typename Repr<t>::T> Parse(std::string_view label, std::string_view raw,
-                                          const Bounds& bounds) {
-  using T = typename Repr<t>::T;
+absl::StatusOr<Parsed<t>> Parse(std::string_view label, std::string_view raw,
+                                const Bounds& bounds) {
+  using T = Parsed<t>;
   const std::string_view text = S(absl::StripAsciiWhitespace(A(raw)));
   auto bad = [&](const std::string& want) {
     return absl::InvalidArgumentError(absl::StrCat(A(label), "='", A(raw), "' is not ", want));
@@ -171,12 +200,16 @@ absl::StatusOr<typename Repr<t>::T> Parse(std::string_view label, std::string_vi
     for (std::size_t i = 0; i < std::size(kLogLevelNames); ++i) {
       if (lower == kLogLevelNames[i]) value = static_cast<LogLevel>(i);
     }
+  } else if constexpr (t == Type::kPath) {
+    if (text.empty() || (text.front() == '/' && text.find('\0') == std::string_view::npos)) {
+      value = std::string(text);
+    }
   }
   const std::string range = DescribeBounds(bounds);
   std::string want = range.empty() ? Want(t) : absl::StrCat(Want(t), " ", range);
   if constexpr (t == Type::kMilliseconds || t == Type::kMicroseconds) want += " (at most a year)";
   if (!value) return bad(want);
-  if constexpr (t != Type::kBool && t != Type::kLogLevel) {
+  if constexpr (t != Type::kBool && t != Type::kLogLevel && t != Type::kPath) {
     if (!InBounds(numeric, bounds)) return bad(want);
   }
   return *value;
@@ -202,7 +235,9 @@ struct Entry {
         [](std::string_view label, std::string_view text, bool commit) -> absl::Status {           \
           auto v = Parse<Type::type>(label, text, bounds);                                         \
           if (!v.ok()) return v.status();                                                          \
-          if (commit) internal::name##_value.store(*v, std::memory_order_relaxed);                 \
+          if (commit) {                                                                            \
+            internal::name##_value.store(Stored<Type::type>(*v), std::memory_order_relaxed);       \
+          }                                                                                        \
           return absl::OkStatus();                                                                 \
         },                                                                                         \
         [] { return Format<Type::type>(internal::name##_value.load(std::memory_order_relaxed)); }, \
@@ -282,6 +317,8 @@ std::string_view TypeName(Type type) {
       return "microseconds";
     case Type::kLogLevel:
       return "log level";
+    case Type::kPath:
+      return "path";
   }
   return "?";
 }

@@ -44,8 +44,19 @@ inline constexpr uint32_t kMaxFrameBytes = 512u << 20;
 inline constexpr uint64_t kMaxRequestBytesLimit = kMaxFrameBytes - (1u << 20);
 
 // The types of table entries. kBytes is uint64_t (a count of bytes, optionally written
-// with a KiB/MiB/GiB/TiB suffix); durations are whole counts of their unit.
-enum class Type : uint8_t { kInt, kDouble, kBool, kBytes, kMilliseconds, kMicroseconds, kLogLevel };
+// with a KiB/MiB/GiB/TiB suffix); durations are whole counts of their unit. kPath is an
+// absolute file path or "" (none); its accessor returns a NUL-terminated string that lives
+// as long as the process (each value set is kept), so that reading it stays one load.
+enum class Type : uint8_t {
+  kInt,
+  kDouble,
+  kBool,
+  kBytes,
+  kMilliseconds,
+  kMicroseconds,
+  kLogLevel,
+  kPath
+};
 
 // log_level's values; the numbers are spdlog's levels. kAuto: each program's own default
 // (warn in drivers, workers and the CLI; info in the `raio start` daemon).
@@ -165,6 +176,10 @@ constexpr Bounds Any() { return {}; }
     "memory_usage_threshold); read when the node starts")                                         \
   X(kBytes, memory_usage_threshold_bytes, 0, "bytes", AtLeast(0),                                 \
     "the same as an absolute use; when set the smaller threshold applies (0: none)")              \
+  X(kPath, memory_usage_file_path, "", "", Any(),                                                 \
+    "when set, the memory monitor reads the node's memory use from this file (the meminfo "       \
+    "format: MemTotal and MemAvailable lines) instead of /proc/meminfo and the cgroup, so that "  \
+    "a test controls what the node sees; empty: measure the machine; read when the node starts")  \
   X(kBool, prestart_worker, true, "", Any(),                                                      \
     "the node starts one worker for a job when its driver registers, so that the first task "     \
     "does not wait for a process to start")                                                       \
@@ -223,10 +238,16 @@ template <>
 struct Repr<Type::kLogLevel> {
   using T = LogLevel;
 };
+template <>
+struct Repr<Type::kPath> {
+  using T = const char*;
+};
 
-// Config keys carry their unit: durations end in _ms / _us, sizes in _bytes.
+// Config keys carry their unit: durations end in _ms / _us, sizes in _bytes, paths in _path.
 constexpr bool NameCarriesUnit(Type type, std::string_view name) {
   switch (type) {
+    case Type::kPath:
+      return name.ends_with("_path");
     case Type::kMilliseconds:
       return name.ends_with("_ms");
     case Type::kMicroseconds:
@@ -240,11 +261,11 @@ constexpr bool NameCarriesUnit(Type type, std::string_view name) {
 
 // The current values, defined in config.cc (so that any use links the file that reads
 // the environment at start-up).
-#define RAIO_CONFIG_DECLARE_VALUE(type, name, def, unit, bounds, doc)  \
-  extern std::atomic<Repr<Type::type>::T> name##_value;                \
-  static_assert(NameCarriesUnit(Type::type, #name),                    \
-                #name " must end in its unit (_ms, _us or _bytes)");   \
-  static_assert(std::atomic<Repr<Type::type>::T>::is_always_lock_free, \
+#define RAIO_CONFIG_DECLARE_VALUE(type, name, def, unit, bounds, doc)       \
+  extern std::atomic<Repr<Type::type>::T> name##_value;                     \
+  static_assert(NameCarriesUnit(Type::type, #name),                         \
+                #name " must end in its unit (_ms, _us, _bytes or _path)"); \
+  static_assert(std::atomic<Repr<Type::type>::T>::is_always_lock_free,      \
                 #name " must be read without a lock");
 RAIO_CONFIG_TABLE(RAIO_CONFIG_DECLARE_VALUE)
 #undef RAIO_CONFIG_DECLARE_VALUE
@@ -268,7 +289,7 @@ struct Defaults {
 };
 inline constexpr Defaults kDefaults{};
 
-// "int", "double", "bool", "bytes", "milliseconds", "microseconds" or "log level".
+// "int", "double", "bool", "bytes", "milliseconds", "microseconds", "log level" or "path".
 std::string_view TypeName(Type type);
 
 // One entry of the table as `raio config` shows it. Values are in their text form (the

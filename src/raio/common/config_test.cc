@@ -110,6 +110,27 @@ TEST_F(ConfigTest, OverridesParseEachType) {
   EXPECT_EQ(NonDefaultValues(), changed);
 }
 
+TEST_F(ConfigTest, PathsAreAbsoluteOrEmptyAndTravelAsText) {
+  EXPECT_STREQ(memory_usage_file_path(), "");
+  ASSERT_TRUE(ApplyOverrides({{"memory_usage_file_path", " /tmp/a b/meminfo "}}).ok());
+  const char* first = memory_usage_file_path();
+  EXPECT_STREQ(first, "/tmp/a b/meminfo");
+  EXPECT_EQ(NonDefaultValues()["memory_usage_file_path"], "/tmp/a b/meminfo");
+  // A pointer a reader loaded stays valid after a later write.
+  ASSERT_TRUE(ApplyOverrides({{"memory_usage_file_path", "/elsewhere"}}).ok());
+  EXPECT_STREQ(first, "/tmp/a b/meminfo");
+  EXPECT_STREQ(memory_usage_file_path(), "/elsewhere");
+  ExpectRejected({{"memory_usage_file_path", "relative/meminfo"}},
+                 {"memory_usage_file_path='relative/meminfo'", "an absolute path"});
+  EXPECT_STREQ(memory_usage_file_path(), "/elsewhere");
+  ASSERT_TRUE(Reset({"RAIO_MEMORY_USAGE_FILE_PATH=/from/env"}).ok());
+  EXPECT_STREQ(memory_usage_file_path(), "/from/env");
+  EXPECT_EQ(EnvironmentForWorkers(),
+            (std::vector<std::string>{"RAIO_MEMORY_USAGE_FILE_PATH=/from/env"}));
+  ASSERT_TRUE(Reset({}).ok());
+  EXPECT_STREQ(memory_usage_file_path(), "");
+}
+
 TEST_F(ConfigTest, DoublesTravelExactly) {
   ASSERT_TRUE(ApplyOverrides({{"memory_resource_fraction", "0.1234567890123"}}).ok());
   const double v = memory_resource_fraction();

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <future>
 
+#include "absl/strings/str_cat.h"
 #include "raio/actor.pb.h"
 #include "raio/common/config.h"
 #include "raio/common/event_loop.h"
@@ -13,6 +14,8 @@
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
 #include "raio/rpc/service.h"
+#include "raio/testkit/time_scale.h"
+#include "raio/testkit/wait.h"
 
 namespace raio::head {
 namespace {
@@ -33,7 +36,7 @@ class HeadServiceTest : public ::testing::Test {
   }
   // A client that answers GET_NODE_STATS like a node.
   std::shared_ptr<rpc::Connection> Connect(const std::string& node_id) {
-    auto conn = rpc::ConnectTcp(loop_.io(), head_->address(), 2s);
+    auto conn = rpc::ConnectTcp(loop_.io(), head_->address(), testkit::Scaled(2s));
     EXPECT_TRUE(conn.ok()) << conn.status();
     (*conn)->Start(
         [node_id](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
@@ -52,10 +55,10 @@ class HeadServiceTest : public ::testing::Test {
     req.mutable_address()->set_ip("127.0.0.1");
     req.mutable_address()->set_port(1);
     (*req.mutable_total()->mutable_amounts())["CPU"] = cpus;
-    return rpc::CallSync(conn, proto::REGISTER_NODE, req, 2s).status();
+    return rpc::CallSync(conn, proto::REGISTER_NODE, req, testkit::Scaled(2s)).status();
   }
   proto::ClusterStatus Status(rpc::Connection& conn) {
-    auto r = rpc::CallSync(conn, proto::GET_CLUSTER_STATUS, proto::Empty(), 5s);
+    auto r = rpc::CallSync(conn, proto::GET_CLUSTER_STATUS, proto::Empty(), testkit::Scaled(5s));
     proto::ClusterStatus s;
     EXPECT_TRUE(r.ok()) << r.status();
     if (r.ok()) s.ParseFromString(*r);
@@ -72,13 +75,18 @@ TEST_F(HeadServiceTest, SecondRegistrationOfALiveNodeIdIsRefusedAndKeepsTheNode)
   auto fake = Connect("n1");
   absl::Status s = Register(*fake, "n1", 1);
   EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+  // The refused connection registers a node of its own, so that the head's handling of its
+  // close shows: that node is listed dead once the head has handled it.
+  ASSERT_TRUE(Register(*fake, "n2", 1).ok());
   fake->Close(absl::CancelledError("gone"));
   auto probe = Connect("probe");
+  EXPECT_TRUE(testkit::WaitFor([&] { return Status(*probe).dead_nodes_size() > 0; }, 5s));
   // The real node is still listed.
-  for (int i = 0; i < 50 && fake->closed() == false; ++i) std::this_thread::sleep_for(10ms);
   proto::ClusterStatus status = Status(*probe);
   ASSERT_EQ(status.nodes_size(), 1);
   EXPECT_EQ(status.nodes(0).node_id(), "n1");
+  ASSERT_EQ(status.dead_nodes_size(), 1);
+  EXPECT_EQ(status.dead_nodes(0).node_id(), "n2");
 }
 
 TEST_F(HeadServiceTest, InvalidNodeRegistrationsAreRefused) {
@@ -92,7 +100,7 @@ TEST_F(HeadServiceTest, InvalidNodeRegistrationsAreRefused) {
 TEST_F(HeadServiceTest, RegisterJobWithoutNodesFailsClearly) {
   auto conn = Connect("x");
   proto::RegisterJobRequest req;
-  auto r = rpc::CallSync(*conn, proto::REGISTER_JOB, req, 2s);
+  auto r = rpc::CallSync(*conn, proto::REGISTER_JOB, req, testkit::Scaled(2s));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
 }
 
@@ -159,11 +167,11 @@ TEST_F(HeadServiceTest, MalformedAndUnservedRequestsGetClearErrorsAndTheHeadGoes
   // Not a RegisterNodeRequest: field 1 (node_id, a proto3 string) is not UTF-8.
   proto::ObjectIdRequest junk;
   junk.set_object_id("\xff\xfe");
-  auto r = rpc::CallSync(*conn, proto::REGISTER_NODE, junk, 2s);
+  auto r = rpc::CallSync(*conn, proto::REGISTER_NODE, junk, testkit::Scaled(2s));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
   EXPECT_NE(r.status().message().find("malformed REGISTER_NODE"), std::string::npos) << r.status();
   // A node method sent to the head.
-  auto u = rpc::CallSync(*conn, proto::PUSH_TASK, proto::Empty(), 2s);
+  auto u = rpc::CallSync(*conn, proto::PUSH_TASK, proto::Empty(), testkit::Scaled(2s));
   EXPECT_EQ(u.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(u.status().message().find("PUSH_TASK"), std::string::npos) << u.status();
   EXPECT_TRUE(Register(*conn, "n9", 2).ok());
@@ -172,7 +180,7 @@ TEST_F(HeadServiceTest, MalformedAndUnservedRequestsGetClearErrorsAndTheHeadGoes
 TEST_F(HeadServiceTest, ActorsCreatedThroughANodeArePlacedFoundAndDieWithTheirNode) {
   // A node that accepts every placement and hands it to the test.
   auto placed = std::make_shared<std::promise<proto::PlaceActorRequest>>();
-  auto node = rpc::ConnectTcp(loop_.io(), head_->address(), 2s);
+  auto node = rpc::ConnectTcp(loop_.io(), head_->address(), testkit::Scaled(2s));
   ASSERT_TRUE(node.ok()) << node.status();
   (*node)->Start(
       [placed](const std::shared_ptr<rpc::Connection>& c, const rpc::FrameHeader& h,
@@ -207,7 +215,7 @@ TEST_F(HeadServiceTest, ActorsCreatedThroughANodeArePlacedFoundAndDieWithTheirNo
   auto created = rpc::CallSync<proto::CREATE_ACTOR>(**node, create);
   ASSERT_TRUE(created.ok()) << created.status();
   auto placement = placed->get_future();
-  ASSERT_EQ(placement.wait_for(5s), std::future_status::ready);
+  ASSERT_EQ(placement.wait_for(testkit::Scaled(5s)), std::future_status::ready);
   proto::PlaceActorRequest req = placement.get();
   EXPECT_EQ(req.spec().actor_id(), id.Binary());
   EXPECT_EQ(req.job().executable(), "/bin/true");
@@ -221,7 +229,7 @@ TEST_F(HeadServiceTest, ActorsCreatedThroughANodeArePlacedFoundAndDieWithTheirNo
   rpc::Notify<proto::REPORT_ACTOR_STATE>(**node, alive);
   proto::WaitActorRequest wait;
   wait.set_actor_id(id.Binary());
-  auto info = rpc::CallSync<proto::WAIT_ACTOR>(*driver, wait, 5s);
+  auto info = rpc::CallSync<proto::WAIT_ACTOR>(*driver, wait, testkit::Scaled(5s));
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->state(), proto::ACTOR_ALIVE);
   EXPECT_EQ(info->address().port(), 4242);
@@ -239,7 +247,7 @@ TEST_F(HeadServiceTest, ActorsCreatedThroughANodeArePlacedFoundAndDieWithTheirNo
   auto waiter = std::async(std::launch::async, [&] {
     proto::WaitActorRequest next = wait;
     next.set_min_incarnation(1);
-    return rpc::CallSync<proto::WAIT_ACTOR>(*driver, next, 10s);
+    return rpc::CallSync<proto::WAIT_ACTOR>(*driver, next, testkit::Scaled(10s));
   });
   (*node)->Close(absl::CancelledError("the node dies"));
   auto dead = waiter.get();
@@ -253,7 +261,7 @@ TEST_F(HeadServiceTest, ActorsCreatedThroughANodeArePlacedFoundAndDieWithTheirNo
 
 // A "node" that answers nothing at all (a paused daemon): its connection stays open.
 std::shared_ptr<rpc::Connection> ConnectSilent(EventLoop& loop, const std::string& address) {
-  auto conn = rpc::ConnectTcp(loop.io(), address, 2s);
+  auto conn = rpc::ConnectTcp(loop.io(), address, testkit::Scaled(2s));
   EXPECT_TRUE(conn.ok()) << conn.status();
   (*conn)->Start(
       [](const std::shared_ptr<rpc::Connection>&, const rpc::FrameHeader&, std::string_view) {},
@@ -262,7 +270,7 @@ std::shared_ptr<rpc::Connection> ConnectSilent(EventLoop& loop, const std::strin
 }
 
 proto::NodeList ListNodes(rpc::Connection& conn) {
-  auto r = rpc::CallSync(conn, proto::LIST_NODES, proto::Empty(), 5s);
+  auto r = rpc::CallSync(conn, proto::LIST_NODES, proto::Empty(), testkit::Scaled(5s));
   proto::NodeList list;
   EXPECT_TRUE(r.ok()) << r.status();
   if (r.ok()) list.ParseFromString(*r);
@@ -270,9 +278,11 @@ proto::NodeList ListNodes(rpc::Connection& conn) {
 }
 
 TEST_F(HeadServiceTest, ANodeThatStopsAnsweringHealthChecksIsDeclaredDeadAndItsIdRefused) {
-  // Checks every 50 ms, dead after 3 failures: about 150 ms. The head reads these as it goes.
-  ASSERT_TRUE(config::ApplyOverrides({{"health_check_period_ms", "50"},
-                                      {"health_check_timeout_ms", "50"},
+  // Checks every 50 ms (scaled: the healthy node must answer in time), dead after 3
+  // failures: about 150 ms. The head reads these as it goes.
+  const long long period_ms = testkit::ScaledMs(50ms);
+  ASSERT_TRUE(config::ApplyOverrides({{"health_check_period_ms", absl::StrCat(period_ms)},
+                                      {"health_check_timeout_ms", absl::StrCat(period_ms)},
                                       {"health_check_failure_threshold", "3"}})
                   .ok());
   auto healthy = Connect("n1");
@@ -283,21 +293,23 @@ TEST_F(HeadServiceTest, ANodeThatStopsAnsweringHealthChecksIsDeclaredDeadAndItsI
   auto probe = Connect("probe");
   proto::NodeList list;
   bool dead = false;
-  for (int i = 0; i < 500 && !dead; ++i) {
-    std::this_thread::sleep_for(10ms);
-    list = ListNodes(*probe);
-    for (const auto& n : list.nodes()) dead |= n.node_id() == "n2" && n.state() == "dead";
-  }
+  testkit::WaitFor(
+      [&] {
+        list = ListNodes(*probe);
+        for (const auto& n : list.nodes()) dead |= n.node_id() == "n2" && n.state() == "dead";
+        return dead;
+      },
+      5s);
   ASSERT_TRUE(dead) << list.DebugString();
   ASSERT_EQ(list.nodes_size(), 2);
   EXPECT_EQ(list.nodes(0).node_id(), "n1");
   EXPECT_EQ(list.nodes(0).state(), "alive");  // it answers
   EXPECT_EQ(list.nodes(1).death_cause(),
-            "missed 3 health checks in a row (no answer for about 0.15 s)");
+            absl::StrCat("missed 3 health checks in a row (no answer for about ",
+                         absl::SixDigits(3 * static_cast<double>(period_ms) / 1000.0), " s)"));
   EXPECT_GT(list.nodes(1).death_time_ms(), 1'700'000'000'000);
   // The head closed its connection, and will not take its id again.
-  for (int i = 0; i < 200 && !paused->closed(); ++i) std::this_thread::sleep_for(10ms);
-  EXPECT_TRUE(paused->closed());
+  EXPECT_TRUE(testkit::WaitFor([&] { return paused->closed(); }, 2s));
   auto back = Connect("n2");
   absl::Status s = Register(*back, "n2", 2);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
@@ -316,11 +328,12 @@ TEST_F(HeadServiceTest, ANodeWhoseConnectionClosesIsListedDeadWithThatCause) {
   node->Close(absl::CancelledError("the daemon was killed"));
   auto probe = Connect("probe");
   proto::NodeList list;
-  for (int i = 0; i < 200; ++i) {
-    list = ListNodes(*probe);
-    if (list.nodes_size() == 1 && list.nodes(0).state() == "dead") break;
-    std::this_thread::sleep_for(10ms);
-  }
+  testkit::WaitFor(
+      [&] {
+        list = ListNodes(*probe);
+        return list.nodes_size() == 1 && list.nodes(0).state() == "dead";
+      },
+      2s);
   ASSERT_EQ(list.nodes_size(), 1);
   EXPECT_EQ(list.nodes(0).state(), "dead");
   EXPECT_EQ(list.nodes(0).death_cause(), "its connection to the head closed");

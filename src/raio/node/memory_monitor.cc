@@ -55,6 +55,7 @@ MemoryMonitorOptions MemoryMonitorOptions::FromConfig() {
   if (uint64_t bytes = config::memory_usage_threshold_bytes(); bytes > 0) {
     m.usage_threshold_bytes = bytes;
   }
+  m.usage_file_path = config::memory_usage_file_path();
   return m;
 }
 
@@ -70,19 +71,24 @@ absl::Status MemoryMonitorOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "the memory monitor interval must be >= 0 ms (0 = off), got ", interval.count()));
   }
+  if (!usage_file_path.empty() && usage_file_path.front() != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory_usage_file_path must be an absolute path, got '", usage_file_path, "'"));
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<MemoryUsage> ParseMeminfo(std::string_view text) {
+absl::StatusOr<MemoryUsage> ParseMeminfo(std::string_view text, std::string_view source) {
   std::optional<uint64_t> total = MeminfoField(AsAbsl(text), "MemTotal");
   std::optional<uint64_t> available = MeminfoField(AsAbsl(text), "MemAvailable");
   if (!total || !available) {
-    return absl::InvalidArgumentError("/proc/meminfo lacks MemTotal or MemAvailable");
+    return absl::InvalidArgumentError(
+        absl::StrCat(AsAbsl(source), " lacks MemTotal or MemAvailable"));
   }
   MemoryUsage usage;
   usage.total_bytes = *total;
   usage.used_bytes = *available >= *total ? 0 : *total - *available;
-  usage.source = "/proc/meminfo";
+  usage.source = std::string(source);
   return usage;
 }
 
@@ -140,6 +146,13 @@ absl::StatusOr<MemoryUsage> ReadMemoryUsage() {
     return EffectiveUsage(*machine, *max, *current, dir);
   }
   return machine;
+}
+
+absl::StatusOr<MemoryUsage> ReadMemoryUsage(const std::string& usage_file_path) {
+  if (usage_file_path.empty()) return ReadMemoryUsage();
+  std::optional<std::string> text = ReadFile(usage_file_path);
+  if (!text) return absl::UnavailableError(absl::StrCat("cannot read ", usage_file_path));
+  return ParseMeminfo(*text, usage_file_path);
 }
 
 absl::StatusOr<uint64_t> ParseStatmRssBytes(std::string_view text, uint64_t page_size) {

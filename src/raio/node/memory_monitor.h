@@ -1,7 +1,8 @@
 // Memory monitor: the pure parts of the node daemon's out-of-memory protection (Ray's
 // MemoryMonitor and worker-killing policy). Reads how much memory the node uses (from
 // /proc/meminfo, or from the process's cgroup v2 when its memory.max is the tighter
-// limit), the resident set size of worker processes (/proc/<pid>/statm), and picks the
+// limit, or from the file memory_usage_file_path names, which a test controls), the
+// resident set size of worker processes (/proc/<pid>/statm), and picks the
 // worker to end when use crosses the threshold. NodeManager runs the timer and does the
 // killing (see docs/design/node.md, "Memory monitor").
 // Threading: free functions without shared state; safe from any thread.
@@ -31,12 +32,17 @@ struct MemoryMonitorOptions {
   double usage_threshold = config::kDefaults.memory_usage_threshold;
   // Absolute threshold in bytes; when set, the effective threshold is the smaller one.
   std::optional<uint64_t> usage_threshold_bytes;
+  // Where the node's memory use is read from: "" measures the machine (ReadMemoryUsage);
+  // an absolute path reads that meminfo-format file instead, so that a test decides what
+  // the node sees without allocating memory beside the other tests of the machine.
+  std::string usage_file_path;
 
   // The settings in this process's config: memory_monitor_interval_ms,
-  // memory_usage_threshold and memory_usage_threshold_bytes (0: none).
+  // memory_usage_threshold, memory_usage_threshold_bytes (0: none) and
+  // memory_usage_file_path.
   static MemoryMonitorOptions FromConfig();
   // InvalidArgument naming the bad value: a fraction outside (0, 1], a zero byte
-  // threshold, or a negative interval.
+  // threshold, a negative interval, or a usage file path that is not absolute.
   [[nodiscard]] absl::Status Validate() const;
 };
 
@@ -44,13 +50,16 @@ struct MemoryMonitorOptions {
 struct MemoryUsage {
   uint64_t used_bytes = 0;
   uint64_t total_bytes = 0;
-  // Where the figures come from: "/proc/meminfo" or the cgroup's directory.
+  // Where the figures come from: "/proc/meminfo", the cgroup's directory, or the usage
+  // file's path.
   std::string source;
 };
 
-// Parses /proc/meminfo: used = MemTotal - MemAvailable (kB in the file, bytes out).
-// InvalidArgument when either line is missing or malformed.
-[[nodiscard]] absl::StatusOr<MemoryUsage> ParseMeminfo(std::string_view text);
+// Parses /proc/meminfo: used = MemTotal - MemAvailable (kB in the file, bytes out), with
+// `source` as the figures' source. InvalidArgument (naming `source`) when either line is
+// missing or malformed.
+[[nodiscard]] absl::StatusOr<MemoryUsage> ParseMeminfo(std::string_view text,
+                                                       std::string_view source = "/proc/meminfo");
 
 // Parses a cgroup v2 memory file (memory.max or memory.current): a byte count, or
 // "max" (no limit), which gives nullopt. InvalidArgument for anything else.
@@ -70,6 +79,12 @@ MemoryUsage EffectiveUsage(const MemoryUsage& machine, std::optional<uint64_t> c
 // Error when /proc/meminfo cannot be read or parsed; cgroup files that are absent or
 // unreadable are ignored.
 [[nodiscard]] absl::StatusOr<MemoryUsage> ReadMemoryUsage();
+
+// The node's memory use as the monitor measures it: ReadMemoryUsage() when `usage_file_path`
+// is empty (the production path, unchanged); else that file alone, parsed as meminfo
+// (ParseMeminfo, source = the path). Unavailable when the file cannot be read,
+// InvalidArgument when it does not parse; the monitor then acts on nothing.
+[[nodiscard]] absl::StatusOr<MemoryUsage> ReadMemoryUsage(const std::string& usage_file_path);
 
 // Parses /proc/<pid>/statm (sizes in pages): resident pages * page_size, in bytes.
 [[nodiscard]] absl::StatusOr<uint64_t> ParseStatmRssBytes(std::string_view text,

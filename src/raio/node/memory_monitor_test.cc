@@ -4,6 +4,10 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <fstream>
+
+#include "raio/common/config.h"
+#include "raio/testkit/temp_dir.h"
 
 namespace raio::node {
 namespace {
@@ -77,6 +81,45 @@ TEST(MemoryMonitorTest, ReadsItsOwnRssAndTheMachinesMemory) {
   EXPECT_LE(usage->used_bytes, usage->total_bytes);
 }
 
+TEST(MemoryMonitorTest, ReadsTheUsageFileInsteadOfTheMachineWhenOneIsSet) {
+  testkit::TempDir dir("memmon");
+  const std::string path = dir.Path("meminfo");
+  std::ofstream(path) << "MemTotal: 1000 kB\nMemAvailable: 30 kB\n";
+  auto usage = ReadMemoryUsage(path);
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(usage->total_bytes, 1000u * 1024);
+  EXPECT_EQ(usage->used_bytes, 970u * 1024);
+  EXPECT_EQ(usage->source, path);
+  // Rewritten, it is read again: the monitor sees what the file says now.
+  std::ofstream(path) << "MemTotal: 1000 kB\nMemAvailable: 900 kB\n";
+  usage = ReadMemoryUsage(path);
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(usage->used_bytes, 100u * 1024);
+  // No path: the machine, as before.
+  auto machine = ReadMemoryUsage(std::string());
+  ASSERT_TRUE(machine.ok()) << machine.status();
+  EXPECT_NE(machine->source, path);
+}
+
+TEST(MemoryMonitorTest, AMissingOrMalformedUsageFileMeasuresNothing) {
+  testkit::TempDir dir("memmon");
+  auto missing = ReadMemoryUsage(dir.Path("absent"));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnavailable) << missing.status();
+  EXPECT_NE(missing.status().message().find(dir.Path("absent")), std::string::npos);
+  std::ofstream(dir.Path("bad")) << "used 5 of 10\n";
+  auto bad = ReadMemoryUsage(dir.Path("bad"));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_NE(bad.status().message().find(dir.Path("bad")), std::string::npos);
+}
+
+TEST(MemoryMonitorTest, TakesTheUsageFileFromTheConfig) {
+  ASSERT_TRUE(config::ApplyOverrides({{"memory_usage_file_path", "/tmp/x/meminfo"}}).ok());
+  EXPECT_EQ(MemoryMonitorOptions::FromConfig().usage_file_path, "/tmp/x/meminfo");
+  ASSERT_TRUE(config::ApplyOverrides({{"memory_usage_file_path", ""}}).ok());
+  EXPECT_EQ(MemoryMonitorOptions::FromConfig().usage_file_path, "");
+  EXPECT_FALSE(config::ApplyOverrides({{"memory_usage_file_path", "relative/meminfo"}}).ok());
+}
+
 TEST(MemoryMonitorTest, ThresholdIsTheSmallerOfFractionAndBytes) {
   MemoryMonitorOptions options;
   options.usage_threshold = 0.5;
@@ -101,6 +144,13 @@ TEST(MemoryMonitorTest, ValidatesOptions) {
   options.usage_threshold = 0.9;
   options.usage_threshold_bytes = 0;
   EXPECT_FALSE(options.Validate().ok());
+  options.usage_threshold_bytes.reset();
+  options.usage_file_path = "/tmp/meminfo";
+  EXPECT_TRUE(options.Validate().ok());
+  options.usage_file_path = "meminfo";
+  absl::Status s = options.Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("memory_usage_file_path"), std::string::npos) << s;
 }
 
 VictimCandidate Candidate(uint8_t n, uint64_t rss, bool actor) {

@@ -21,6 +21,7 @@
 #include "raio/rpc/service.h"
 #include "raio/testkit/fakes.h"
 #include "raio/testkit/temp_dir.h"
+#include "raio/testkit/time_scale.h"
 #include "raio/testkit/wait.h"
 
 namespace raio::node {
@@ -102,7 +103,7 @@ class NodeManagerPlacementTest : public ::testing::Test {
       std::ofstream out(script);
       out << "#!/bin/sh\necho $$ > \"" << dir_.path() << "/w.tmp.$RAIO_WORKER_ID\"\n"
           << "mv \"" << dir_.path() << "/w.tmp.$RAIO_WORKER_ID\" \"" << dir_.path()
-          << "/w.$RAIO_WORKER_ID\"\nexec sleep 60\n";
+          << "/w.$RAIO_WORKER_ID\"\nexec sleep " << testkit::Scaled(60s).count() << "\n";
     }
     ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
     NodeManager::Options options = NodeOptions(dir_.path(), head_.address());
@@ -128,7 +129,7 @@ class NodeManagerPlacementTest : public ::testing::Test {
   }
 
   std::shared_ptr<rpc::Connection> ConnectLocal() {
-    auto c = rpc::ConnectUnixReceivingFd(client_.io(), dir_.Path("node.sock"), 5s);
+    auto c = rpc::ConnectUnixReceivingFd(client_.io(), dir_.Path("node.sock"), testkit::Scaled(5s));
     EXPECT_TRUE(c.ok()) << c.status();
     if (!c.ok()) return nullptr;
     c->connection->Start(nullptr, nullptr);
@@ -270,7 +271,7 @@ TEST_F(NodeManagerPlacementTest, CommittedBundleGrantsLeasesAndCancelEndsTheirWo
   EXPECT_EQ(reports.back().total().amounts().at("CPU"), 2);
   EXPECT_EQ(Stats().total().amounts().at(cpu0), 1);
 
-  ASSERT_EQ(lease.wait_for(10s), std::future_status::ready);
+  ASSERT_EQ(lease.wait_for(testkit::Scaled(10s)), std::future_status::ready);
   absl::StatusOr<proto::RequestWorkerLeaseReply> granted = lease.get();
   ASSERT_TRUE(granted.ok()) << granted.status();
   ASSERT_EQ(granted->result(), proto::RequestWorkerLeaseReply::GRANTED) << granted->message();
@@ -302,13 +303,13 @@ TEST_F(NodeManagerPlacementTest, CommittedBundleGrantsLeasesAndCancelEndsTheirWo
   proto::ClusterViewUpdate update;
   update.add_removed_placement_groups(pg_.Binary());
   rpc::Notify<proto::UPDATE_CLUSTER_VIEW>(*head_conn_, update);
-  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
+  ASSERT_EQ(waiting.wait_for(testkit::Scaled(10s)), std::future_status::ready);
   absl::StatusOr<proto::RequestWorkerLeaseReply> failed = waiting.get();
   ASSERT_TRUE(failed.ok()) << failed.status();
   EXPECT_EQ(failed->result(), proto::RequestWorkerLeaseReply::INFEASIBLE);
   EXPECT_EQ(failed->message(), cause);
   auto late = RequestLease(0);
-  ASSERT_EQ(late.wait_for(10s), std::future_status::ready);
+  ASSERT_EQ(late.wait_for(testkit::Scaled(10s)), std::future_status::ready);
   absl::StatusOr<proto::RequestWorkerLeaseReply> refused = late.get();
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->result(), proto::RequestWorkerLeaseReply::INFEASIBLE);

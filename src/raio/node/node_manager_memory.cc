@@ -51,7 +51,7 @@ void NodeManager::CheckMemory() {
     if (!pool_.IsReaped(oom_victim_pid_)) return;
     oom_victim_pid_ = -1;
   }
-  absl::StatusOr<MemoryUsage> usage = ReadMemoryUsage();
+  absl::StatusOr<MemoryUsage> usage = ReadMemoryUsage(memory_monitor_.usage_file_path);
   if (!usage.ok()) {
     if (!warned_unreadable_) {
       RAIO_LOG_WARN("memory monitor: cannot measure memory use: {}", usage.status().message());

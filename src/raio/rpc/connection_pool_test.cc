@@ -18,6 +18,7 @@
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
 #include "raio/rpc/listener.h"
+#include "raio/testkit/time_scale.h"
 
 namespace raio::rpc {
 namespace {
@@ -88,7 +89,7 @@ class EchoPeer {
 std::string Echo(Connection& conn, const std::string& id) {
   proto::LeaseIdRequest r;
   r.set_lease_id(id);
-  auto reply = CallSync(conn, kEcho, r, 10s);
+  auto reply = CallSync(conn, kEcho, r, testkit::Scaled(10s));
   if (!reply.ok()) return "error: " + std::string(reply.status().message());
   proto::LeaseIdRequest back;
   back.ParseFromString(*reply);
@@ -104,7 +105,7 @@ class ConnectionPoolTest : public ::testing::Test {
 };
 
 TEST_F(ConnectionPoolTest, SameNodePeersAreReachedOverTheUnixSocketAndOthersOverTcp) {
-  ConnectionPool pool(loop_.io(), MakeSocketConnectionFactory(kLocalNode, 5s));
+  ConnectionPool pool(loop_.io(), MakeSocketConnectionFactory(kLocalNode, testkit::Scaled(5s)));
   auto local = pool.Get(peer_.Address(kLocalNode));
   ASSERT_TRUE(local.ok()) << local.status();
   EXPECT_EQ((*local)->peer_name(), peer_.Address(kLocalNode).unix_socket());
@@ -116,7 +117,7 @@ TEST_F(ConnectionPoolTest, SameNodePeersAreReachedOverTheUnixSocketAndOthersOver
 }
 
 TEST_F(ConnectionPoolTest, APeerOnAnotherNodeWithoutTcpIsAClearError) {
-  ConnectionPool pool(loop_.io(), MakeSocketConnectionFactory(kLocalNode, 5s));
+  ConnectionPool pool(loop_.io(), MakeSocketConnectionFactory(kLocalNode, testkit::Scaled(5s)));
   proto::Address a = peer_.Address(kOtherNode);
   a.set_port(0);
   auto conn = pool.Get(a);
@@ -127,7 +128,7 @@ TEST_F(ConnectionPoolTest, APeerOnAnotherNodeWithoutTcpIsAClearError) {
 }
 
 TEST_F(ConnectionPoolTest, OneConnectionPerPeerReusedUntilItClosesThenReconnected) {
-  ConnectionPool pool(loop_.io(), MakeSocketConnectionFactory(kLocalNode, 5s));
+  ConnectionPool pool(loop_.io(), MakeSocketConnectionFactory(kLocalNode, testkit::Scaled(5s)));
   std::promise<const Connection*> closed;
   pool.OnClose([&](const std::shared_ptr<Connection>& c, const absl::Status&) {
     closed.set_value(c.get());
@@ -143,7 +144,7 @@ TEST_F(ConnectionPoolTest, OneConnectionPerPeerReusedUntilItClosesThenReconnecte
 
   peer_.DropAll();
   auto fut = closed.get_future();
-  ASSERT_EQ(fut.wait_for(10s), std::future_status::ready);
+  ASSERT_EQ(fut.wait_for(testkit::Scaled(10s)), std::future_status::ready);
   EXPECT_EQ(fut.get(), first->get());
   EXPECT_EQ(pool.Find(peer_.Address(kLocalNode)), nullptr);
   auto fresh = pool.Get(peer_.Address(kLocalNode));
@@ -171,7 +172,8 @@ class CountingFactory : public ConnectionFactory {
 };
 
 TEST_F(ConnectionPoolTest, EveryConnectGoesThroughTheInjectedFactory) {
-  auto factory = std::make_shared<CountingFactory>(MakeSocketConnectionFactory(kLocalNode, 5s));
+  auto factory = std::make_shared<CountingFactory>(
+      MakeSocketConnectionFactory(kLocalNode, testkit::Scaled(5s)));
   ConnectionPool pool(loop_.io(), factory);
   factory->refuse_ = true;
   auto refused = pool.Get(peer_.Address(kLocalNode));

@@ -242,7 +242,9 @@ TEST_F(RawPeerTest, TailFrameOverTheFrameLimitClosesTheConnection) {
 
 TEST_F(RawPeerTest, TailStalledPastTheDeadlineFailsTheCallAndClosesTheConnection) {
   RawInto into(1 << 20);
-  conn_->CallInto(kTail, proto::Empty(), std::span<char>(into.buffer), into.Callback(), 50ms);
+  // Scaled: the reply's header must arrive before the deadline, so that it expires mid-tail.
+  conn_->CallInto(kTail, proto::Empty(), std::span<char>(into.buffer), into.Callback(),
+                  testkit::Scaled(50ms));
   RunUntilIdle();
   SendTailedReply(1, "m", 1 << 20, /*send_tail=*/1000);
   ASSERT_TRUE(RunUntil([&] { return into.result.has_value(); }));

@@ -195,7 +195,8 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
     absl::StatusOr<std::shared_ptr<Connection>> c =
         GetParam() == Transport::kUnix
             ? ConnectUnix(client_loop_.io(), path_)
-            : ConnectTcp(client_loop_.io(), "127.0.0.1:" + std::to_string(listener_->port()), 5s);
+            : ConnectTcp(client_loop_.io(), "127.0.0.1:" + std::to_string(listener_->port()),
+                         testkit::Scaled(5s));
     EXPECT_TRUE(c.ok()) << c.status();
     if (!c.ok()) return nullptr;
     (*c)->Start(nullptr, std::move(on_close));
@@ -229,7 +230,7 @@ class ConnectionTest : public ::testing::TestWithParam<Transport> {
   // Waits (with a deadline) until `pred` holds under mu_.
   template <typename Pred>
   bool WaitUntil(Pred pred) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    auto deadline = std::chrono::steady_clock::now() + kWait;
     while (true) {
       {
         raio::MutexLock lock(&mu_);
@@ -289,11 +290,11 @@ TEST_P(ConnectionTest, CallSyncReturnsTheReplyBody) {
   StartServer();
   std::shared_ptr<Connection> c = Connect();
   ASSERT_NE(c, nullptr);
-  absl::StatusOr<std::string> body = CallSync(*c, kEcho, Lease("sync"), 10s);
+  absl::StatusOr<std::string> body = CallSync(*c, kEcho, Lease("sync"), testkit::Scaled(10s));
   ASSERT_TRUE(body.ok()) << body.status();
   EXPECT_EQ(*body, LeaseBody("sync"));
   // An empty message travels as an empty body.
-  absl::StatusOr<std::string> other = CallSync(*c, kEcho, proto::Empty(), 10s);
+  absl::StatusOr<std::string> other = CallSync(*c, kEcho, proto::Empty(), testkit::Scaled(10s));
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ(*other, "");
 }
@@ -336,7 +337,7 @@ void ExpectPipelinedCallsMatch(int n, const std::function<void(std::function<voi
       });
     }
   });
-  ASSERT_EQ(all_done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready)
+  ASSERT_EQ(all_done.get_future().wait_for(testkit::Scaled(60s)), std::future_status::ready)
       << done.load() << " of " << n << " answered";
   EXPECT_EQ(done.load(), n);
   EXPECT_EQ(failed.load(), 0);
@@ -379,7 +380,7 @@ TEST_P(ConnectionTest, CallWithoutReplyFailsWithDeadlineExceeded) {
     raio::MutexLock lock(&mu_);
     server_conns_.at(0)->Reply(silent_requests_[0], Lease("late"));
   });
-  absl::StatusOr<std::string> next = CallSync(*c, kEcho, Lease("after"), 10s);
+  absl::StatusOr<std::string> next = CallSync(*c, kEcho, Lease("after"), testkit::Scaled(10s));
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(*next, LeaseBody("after"));
 }
@@ -389,7 +390,7 @@ TEST_P(ConnectionTest, ReplyBeforeTheDeadlineWins) {
   std::shared_ptr<Connection> c = Connect();
   ASSERT_NE(c, nullptr);
   CallResult r;
-  c->Call(kEcho, Lease("quick"), r.Callback(), 60s);
+  c->Call(kEcho, Lease("quick"), r.Callback(), testkit::Scaled(60s));
   absl::StatusOr<std::string> body = r.Get();
   ASSERT_TRUE(body.ok()) << body.status();
   EXPECT_EQ(*body, LeaseBody("quick"));
@@ -450,7 +451,7 @@ TEST_P(ConnectionTest, LocalCloseFailsPendingCallsWithUnavailable) {
   c->Close(absl::CancelledError("client shutting down"));
   absl::StatusOr<std::string> body = r.Get();
   EXPECT_EQ(body.status().code(), absl::StatusCode::kUnavailable) << body.status();
-  EXPECT_EQ(closed.get_future().wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_EQ(closed.get_future().wait_for(kWait), std::future_status::ready);
 }
 
 TEST_P(ConnectionTest, LocalCloseReasonReachesPendingCallsAndCloseHandler) {
@@ -478,7 +479,7 @@ TEST_P(ConnectionTest, MalformedFrameClosesOnlyThatConnection) {
   StartServer();
   std::shared_ptr<Connection> good = Connect();
   ASSERT_NE(good, nullptr);
-  ASSERT_TRUE(CallSync(*good, kEcho, Lease("before"), 10s).ok());
+  ASSERT_TRUE(CallSync(*good, kEcho, Lease("before"), testkit::Scaled(10s)).ok());
 
   int fd = ConnectRaw();
   ASSERT_GE(fd, 0);
@@ -501,12 +502,12 @@ TEST_P(ConnectionTest, MalformedFrameClosesOnlyThatConnection) {
   }
 
   // The earlier connection is untouched and the listener still accepts.
-  absl::StatusOr<std::string> still = CallSync(*good, kEcho, Lease("still"), 10s);
+  absl::StatusOr<std::string> still = CallSync(*good, kEcho, Lease("still"), testkit::Scaled(10s));
   ASSERT_TRUE(still.ok()) << still.status();
   EXPECT_EQ(*still, LeaseBody("still"));
   std::shared_ptr<Connection> fresh = Connect();
   ASSERT_NE(fresh, nullptr);
-  absl::StatusOr<std::string> body = CallSync(*fresh, kEcho, Lease("fresh"), 10s);
+  absl::StatusOr<std::string> body = CallSync(*fresh, kEcho, Lease("fresh"), testkit::Scaled(10s));
   ASSERT_TRUE(body.ok()) << body.status();
   EXPECT_EQ(*body, LeaseBody("fresh"));
 }
@@ -523,7 +524,8 @@ TEST_P(ConnectionTest, ReplyErrorDeliversCodeAndMessage) {
   EXPECT_TRUE(IsPeerError(body.status()));  // the peer answered: it is not gone
   EXPECT_FALSE(c->closed());
 
-  absl::StatusOr<std::string> unknown = CallSync(*c, proto::PUSH_TASK, proto::Empty(), 10s);
+  absl::StatusOr<std::string> unknown =
+      CallSync(*c, proto::PUSH_TASK, proto::Empty(), testkit::Scaled(10s));
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kUnimplemented);
 }
 
@@ -566,14 +568,16 @@ TEST_P(ConnectionTest, EitherSideMayCall) {
         conn->Reply(h, req);
       },
       nullptr);
-  ASSERT_TRUE(CallSync(**c, kEcho, Lease("hello"), 10s).ok());  // the server has accepted
+  ASSERT_TRUE(
+      CallSync(**c, kEcho, Lease("hello"), testkit::Scaled(10s)).ok());  // the server has accepted
   std::shared_ptr<Connection> server_side;
   {
     raio::MutexLock lock(&mu_);
     ASSERT_EQ(server_conns_.size(), 1u);
     server_side = server_conns_[0];
   }
-  absl::StatusOr<std::string> body = CallSync(*server_side, kEcho, Lease("ping"), 10s);
+  absl::StatusOr<std::string> body =
+      CallSync(*server_side, kEcho, Lease("ping"), testkit::Scaled(10s));
   ASSERT_TRUE(body.ok()) << body.status();
   EXPECT_EQ(*body, LeaseBody("client saw ping"));
 }
@@ -646,7 +650,8 @@ TEST_P(ConnectionTest, ReplyWithTailReachesAPlainCallWholeAsOneMessage) {
   std::shared_ptr<Connection> c = Connect();
   ASSERT_NE(c, nullptr);
   for (std::size_t n : {std::size_t{10}, std::size_t{(1 << 20) + 3}}) {
-    absl::StatusOr<std::string> body = CallSync(*c, kTail, Lease(std::to_string(n)), 10s);
+    absl::StatusOr<std::string> body =
+        CallSync(*c, kTail, Lease(std::to_string(n)), testkit::Scaled(10s));
     ASSERT_TRUE(body.ok()) << body.status();
     proto::ReadObjectChunkReply reply;
     ASSERT_TRUE(reply.ParseFromString(*body));
@@ -722,7 +727,7 @@ TEST_P(ConnectionTest, ReplyTailLongerThanTheBufferFailsOnlyThatCall) {
     EXPECT_TRUE(IsPeerError(v.status()));
     EXPECT_EQ(buffer, std::string(10, 'x'));
     // The tail was skipped: the next frames read as they should.
-    absl::StatusOr<std::string> next = CallSync(*c, kEcho, Lease("after"), 10s);
+    absl::StatusOr<std::string> next = CallSync(*c, kEcho, Lease("after"), testkit::Scaled(10s));
     ASSERT_TRUE(next.ok()) << next.status();
     EXPECT_EQ(*next, LeaseBody("after"));
   }
@@ -747,7 +752,7 @@ TEST_P(ConnectionTest, CallOverTheFrameLimitFailsWithoutBeingSent) {
   RunOn(client_loop_, [] {});
   EXPECT_EQ(keep.use_count(), 1);  // the connection let it go
   ::munmap(mem, huge);
-  EXPECT_TRUE(CallSync(*c, kEcho, Lease("still"), 10s).ok());
+  EXPECT_TRUE(CallSync(*c, kEcho, Lease("still"), testkit::Scaled(10s)).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ConnectionTest,

@@ -8,11 +8,12 @@
 
 #include "raio/node.pb.h"
 #include "raio/rpc.pb.h"
+#include "raio/testkit/time_scale.h"
 
 namespace raio::rpc::test {
 
-inline constexpr auto kWait =
-    std::chrono::seconds(20);  // generous deadline: only reached when something is broken
+// Generous deadline, only reached when something is broken; scaled (testkit/time_scale.h).
+inline const std::chrono::seconds kWait = raio::testkit::Scaled(std::chrono::seconds(20));
 inline constexpr uint32_t kEcho = proto::RETURN_WORKER_LEASE;
 inline constexpr uint32_t kSilent = proto::CANCEL_WORKER_LEASE;
 inline constexpr uint32_t kFail = proto::GET_NODE_STATS;

@@ -19,13 +19,15 @@
 #include "raio/common/process.h"
 #include "raio/node.pb.h"
 #include "raio/rpc/listener.h"
+#include "raio/testkit/time_scale.h"
 
 namespace raio::rpc {
 namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto kWait = 20s;  // generous: only reached when something is broken
+// Generous, only reached when something is broken; scaled (testkit/time_scale.h).
+const std::chrono::seconds kWait = testkit::Scaled(20s);
 
 // A connected pair of Unix stream sockets, closed at the end of the test.
 struct SocketPair {

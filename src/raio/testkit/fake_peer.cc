@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "raio/testkit/time_scale.h"
 
 namespace raio::testkit {
 
@@ -193,7 +194,7 @@ std::vector<std::string> FakePeer::TakeLog() {
 }
 
 bool FakePeer::WaitForCall(std::chrono::milliseconds timeout) {
-  const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
+  const absl::Time deadline = absl::Now() + absl::FromChrono(Scaled(timeout));
   raio::MutexLock lock(&state_->mu);
   while (state_->pending.empty()) {
     if (state_->cv.WaitWithDeadline(&state_->mu, deadline)) break;

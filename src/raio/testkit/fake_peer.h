@@ -165,8 +165,9 @@ class FakePeer {
   std::vector<std::string> PendingMethods() const;
   // Every frame's method since the start (or the last TakeLog), in arrival order.
   std::vector<std::string> TakeLog();
-  // Blocks until an unanswered frame waits or `timeout` passes; returns HasCall(). For a
-  // fake on a threaded loop (a stepped one runs only when the test steps it).
+  // Blocks until an unanswered frame waits or `timeout` times TimeScale() passes (scaled
+  // here, as WaitFor does: testkit/time_scale.h); returns HasCall(). For a fake on a
+  // threaded loop (a stepped one runs only when the test steps it).
   bool WaitForCall(std::chrono::milliseconds timeout);
 
   const std::string& name() const { return name_; }

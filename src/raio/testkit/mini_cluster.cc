@@ -8,6 +8,7 @@
 #include "raio/common/resources.h"
 #include "raio/rpc/listener.h"
 #include "raio/rpc/service.h"
+#include "raio/testkit/time_scale.h"
 
 namespace raio::testkit {
 
@@ -77,12 +78,16 @@ void MiniCluster::StopNode(int i) {
 absl::StatusOr<proto::ClusterStatus> MiniCluster::ClusterStatus() {
   if (!head_conn_ || head_conn_->closed()) {
     if (!client_loop_.started()) client_loop_.Start();
-    auto conn = rpc::ConnectTcp(client_loop_.io(), head_address(), config::connect_timeout_ms());
+    // The test's own deadlines: scaled (time_scale.h), as the daemons it waits on run
+    // slower under sanitizers.
+    auto conn =
+        rpc::ConnectTcp(client_loop_.io(), head_address(), Scaled(config::connect_timeout_ms()));
     if (!conn.ok()) return conn.status();
     head_conn_ = std::move(*conn);
     head_conn_->Start(nullptr, nullptr);
   }
-  return rpc::CallSync<proto::GET_CLUSTER_STATUS>(*head_conn_, proto::Empty());
+  return rpc::CallSync<proto::GET_CLUSTER_STATUS>(*head_conn_, proto::Empty(),
+                                                  Scaled(config::control_rpc_timeout_ms()));
 }
 
 void MiniCluster::Stop() {

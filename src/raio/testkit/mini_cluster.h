@@ -66,7 +66,8 @@ class MiniCluster {
   const std::string& dir() const { return dir_; }
 
   // The head's GET_CLUSTER_STATUS: one NodeStats per registered node that answered, and
-  // the jobs. Blocks (never call it on a daemon's loop).
+  // the jobs. Blocks (never call it on a daemon's loop); its connect and call deadlines
+  // are the config's, times TimeScale() (testkit/time_scale.h).
   absl::StatusOr<proto::ClusterStatus> ClusterStatus();
 
   // Stops every node, then the head, and removes the directory. Idempotent.

@@ -15,6 +15,7 @@
 #include "raio/testkit/object_result.h"
 #include "raio/testkit/stepped_loop.h"
 #include "raio/testkit/temp_dir.h"
+#include "raio/testkit/time_scale.h"
 
 namespace raio::worker {
 namespace {
@@ -79,7 +80,8 @@ class ActorSubmitterTest : public ::testing::Test {
   raio::Mutex mu_;
   Outbox outbox_{mu_};
   rpc::ConnectionPool pool_{
-      loop_.io(), rpc::MakeSocketConnectionFactory(testkit::kFakeNodeId, std::chrono::seconds(5))};
+      loop_.io(), rpc::MakeSocketConnectionFactory(testkit::kFakeNodeId,
+                                                   testkit::Scaled(std::chrono::seconds(5)))};
   raio::CondVar ready_cv_;
   std::atomic<uint64_t> completions_{0};
   ObjectTable objects_{{}};

@@ -26,6 +26,7 @@
 #include "raio/rpc/listener.h"
 #include "raio/rpc/service.h"
 #include "raio/testkit/temp_dir.h"
+#include "raio/testkit/time_scale.h"
 
 namespace raio::node {
 namespace {
@@ -51,9 +52,10 @@ uint64_t Checksum(std::string_view bytes) {
   return h;
 }
 
-// Polls `done` until it holds or `deadline` passes.
+// Polls `done` until it holds or `deadline` times the test time scale passes (scaled here,
+// as testkit::WaitFor does).
 bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds deadline = 10s) {
-  const auto end = std::chrono::steady_clock::now() + deadline;
+  const auto end = std::chrono::steady_clock::now() + testkit::Scaled(deadline);
   while (std::chrono::steady_clock::now() < end) {
     if (done()) return true;
     std::this_thread::sleep_for(1ms);
@@ -73,7 +75,7 @@ class TestNode {
       : loop_("test-node") {
     store_ = *ObjectStoreService::Create(capacity_bytes, dir_.Path("spill"), 0);
     ObjectManager::Options options;
-    options.connection_factory = rpc::MakeSocketConnectionFactory("", 5s);
+    options.connection_factory = rpc::MakeSocketConnectionFactory("", testkit::Scaled(5s));
     options.chunk_bytes = chunk_bytes;
     options.chunks_in_flight = chunks_in_flight;
     manager_ = std::make_unique<ObjectManager>(loop_.io(), *store_, options);
@@ -168,8 +170,8 @@ class TestNode {
   }
   absl::Status Pull(const ObjectId& id, std::vector<proto::Address> sources) {
     auto future = PullAsync(id, std::move(sources));
-    if (future.wait_for(30s) != std::future_status::ready) {
-      return absl::DeadlineExceededError("pull did not finish in 30 s");
+    if (future.wait_for(testkit::Scaled(30s)) != std::future_status::ready) {
+      return absl::DeadlineExceededError("pull did not finish in time");
     }
     return future.get();
   }
@@ -350,7 +352,7 @@ TEST(ObjectManagerTest, PullWaitsForRoomAndCompletesWhenRoomIsMade) {
 
   dst.Unblock(blocker);
 
-  ASSERT_EQ(pull.wait_for(30s), std::future_status::ready);
+  ASSERT_EQ(pull.wait_for(testkit::Scaled(30s)), std::future_status::ready);
   EXPECT_TRUE(pull.get().ok());
   EXPECT_EQ(Checksum(*dst.Read(id)), Checksum(bytes));
 }
@@ -385,8 +387,8 @@ TEST(ObjectManagerTest, ConcurrentPullsOfOneObjectMakeOneTransfer) {
     return 0;
   });
 
-  ASSERT_EQ(first.wait_for(30s), std::future_status::ready);
-  ASSERT_EQ(second.wait_for(30s), std::future_status::ready);
+  ASSERT_EQ(first.wait_for(testkit::Scaled(30s)), std::future_status::ready);
+  ASSERT_EQ(second.wait_for(testkit::Scaled(30s)), std::future_status::ready);
   EXPECT_TRUE(first.get().ok());
   EXPECT_TRUE(second.get().ok());
   EXPECT_EQ(dst.stats().transfers_started, 1u);
@@ -424,7 +426,8 @@ TEST(ObjectManagerTest, AnswersMalformedChunkRequestsWithClearErrors) {
   const ObjectId id = RandomId<ObjectId>();
   src.Put(id, "0123456789");
   EventLoop client_loop("client");
-  auto conn = rpc::ConnectTcp(client_loop.io(), absl::StrCat("127.0.0.1:", src.port()), 5s);
+  auto conn = rpc::ConnectTcp(client_loop.io(), absl::StrCat("127.0.0.1:", src.port()),
+                              testkit::Scaled(5s));
   ASSERT_TRUE(conn.ok()) << conn.status();
   (*conn)->Start(nullptr, nullptr);
   client_loop.Start();
@@ -543,15 +546,18 @@ TEST(ObjectManagerTest, FailedPullDropsItsCopyOnlyOnceNoReadIsOutstanding) {
   std::future<absl::Status> pull = dst.PullAsync(id, {src.address()});
   ASSERT_TRUE(WaitUntil([&] { return src.Run([&] { return held->size(); }) == 3; }));
   ASSERT_TRUE(WaitUntil([&] { return dst.stats().source_failures == 1; }));
-  // Failed, but three reads into the copy are outstanding: it stays, the pull waits.
-  EXPECT_EQ(pull.wait_for(50ms), std::future_status::timeout);
+  // Failed, but three reads into the copy are outstanding: it stays, the pull waits. The
+  // node's loop has handled the failure (source_failures) and, after this empty turn,
+  // anything it posted since: had the pull been finished then, it would be ready now.
+  dst.Run([] { return 0; });
+  EXPECT_EQ(pull.wait_for(0s), std::future_status::timeout);
   EXPECT_EQ(dst.List().size(), 1u);
 
   src.Run([&] {
     for (auto& [c, h] : *held) c->ReplyError(h, absl::NotFoundError("gone"));
     return 0;
   });
-  ASSERT_EQ(pull.wait_for(30s), std::future_status::ready);
+  ASSERT_EQ(pull.wait_for(testkit::Scaled(30s)), std::future_status::ready);
   absl::Status s = pull.get();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
   EXPECT_TRUE(dst.List().empty());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "raio/testkit/time_scale.h"
 
 namespace raio::node {
 namespace {
@@ -21,7 +22,8 @@ TEST(ShmRegionTest, PrefaultsTheWholeRegionInTheBackground) {
       ShmRegion::Create(8ull << 20, /*prefault=*/true, /*chunk=*/1ull << 20);
   ASSERT_TRUE(r.ok()) << r.status();
   ShmRegion& region = **r;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto deadline =
+      std::chrono::steady_clock::now() + testkit::Scaled(std::chrono::seconds(30));
   while (!region.prefault_done() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling, with a deadline
   }

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "raio/node/worker_pool/device_set.h"
+#include "raio/testkit/time_scale.h"
 
 namespace raio::node {
 namespace {
@@ -51,7 +52,8 @@ class WorkerPoolTest : public ::testing::Test {
                               "out=\"$RAIO_SESSION_DIR/$RAIO_WORKER_ID\"\n"
                               "printf '%s' \"${CUDA_VISIBLE_DEVICES-<unset>}\" > \"$out.tmp\"\n"
                               "mv \"$out.tmp\" \"$out.env\"\n"
-                              "exec sleep 60\n";
+                              "exec sleep "
+                           << testkit::Scaled(60s).count() << "\n";
     ASSERT_EQ(::chmod(script_.c_str(), 0700), 0);
   }
   void TearDown() override {
@@ -84,7 +86,7 @@ class WorkerPoolTest : public ::testing::Test {
   // The CUDA_VISIBLE_DEVICES a worker process started with, once its script recorded it.
   std::optional<std::string> SpawnEnv(const WorkerProcess& w) {
     const std::string path = dir_ + "/" + w.id.Hex() + ".env";
-    for (auto deadline = std::chrono::steady_clock::now() + 10s;
+    for (auto deadline = std::chrono::steady_clock::now() + testkit::Scaled(10s);
          std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(5ms)) {
       std::ifstream in(path);
       if (!in) continue;
