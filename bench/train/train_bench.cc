@@ -32,6 +32,8 @@
 #include "nlohmann/json.hpp"
 #include "raio/llm/model_dir.h"
 #include "raio/raio.h"
+#include "raio/train/llama.h"
+#include "raio/train/sft.h"
 #include "raio/train/train.h"
 
 namespace {

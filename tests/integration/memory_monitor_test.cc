@@ -34,7 +34,7 @@
 using namespace std::chrono_literals;
 using raio::testkit::Scaled;
 using raio::testkit::ScaledMs;
-using raio_test::WaitFor;
+using raio_test::WaitFor;  // scales its bound itself (time_scale.h)
 
 namespace oom_test {
 
@@ -233,7 +233,7 @@ class MemoryMonitorTest : public ::testing::Test {
           auto r = raio::internal::GetNodeResourceStats();
           return r.available == r.total;
         },
-        Scaled(5s)))
+        5s))
         << "CPU available " << raio::internal::GetNodeResourceStats().available["CPU"];
   }
   // "(pid P, ": how the monitor's message names the process it ended.
@@ -282,7 +282,7 @@ TEST_F(MemoryMonitorTest, EndsTheWorkerWithTheLargestResidentSet) {
   const std::string release = dir_ + "/release";
   auto bystander = raio::Task(Hog).SetMaxRetries(0).Remote(
       bystander_attempts, std::string(), std::string(), 0, release, ScaledMs(kHold));
-  ASSERT_TRUE(WaitFor([&] { return CountLines(bystander_attempts) == 1; }, Scaled(30s)));
+  ASSERT_TRUE(WaitFor([&] { return CountLines(bystander_attempts) == 1; }, 30s));
   // ...while a hog with 256 MiB resident makes the node 97% full: the hog is ended.
   auto hog = raio::Task(Hog).SetMaxRetries(0).Remote(attempts_, usage_, Meminfo(kFullUsed, kTotal),
                                                      256, std::string(), ScaledMs(kHold));
@@ -333,7 +333,7 @@ TEST_F(MemoryMonitorTest, TaskUnderTheThresholdSucceeds) {
   const std::string release = dir_ + "/release";
   auto ref = raio::Task(Hog).SetMaxRetries(0).Remote(attempts_, std::string(), std::string(), 16,
                                                      release, ScaledMs(kHold));
-  ASSERT_TRUE(WaitFor([&] { return CountLines(attempts_) == 1; }, Scaled(30s)));
+  ASSERT_TRUE(WaitFor([&] { return CountLines(attempts_) == 1; }, 30s));
   // The task is running (leased): once the node has measured twice more, it has seen the
   // reading while it could end the task, and did not.
   reads.Take();

@@ -703,14 +703,19 @@ int ScenarioSpill() {
   return 0;
 }
 
-// `n` SPREAD tasks that each wait until all `n` run (in a fresh directory under this host's
-// TMPDIR, which every host sees), so that each holds its own lease: no lease freed early
-// serves a second one, and where they ran is the scheduler's choice alone. A task that
-// does not meet the others throws (at its Get).
-std::vector<raio::ObjectRef<std::string>> MeetingSpreadTasks(int n, const std::string& tag) {
+// A fresh directory for a meeting, under this host's TMPDIR (which every host sees).
+std::filesystem::path MeetingDir(const std::string& tag) {
   const std::filesystem::path meet = std::filesystem::temp_directory_path() /
                                      ("spread-meet-" + std::to_string(getpid()) + "-" + tag);
   std::filesystem::create_directories(meet);
+  return meet;
+}
+
+// `n` SPREAD tasks that each wait until all `n` run (meeting in directory `meet`), so that
+// each holds its own lease: no lease freed early serves a second one, and where they ran is
+// the scheduler's choice alone. A task that does not meet the others throws (at its Get).
+std::vector<raio::ObjectRef<std::string>> MeetingSpreadTasks(int n,
+                                                             const std::filesystem::path& meet) {
   std::vector<raio::ObjectRef<std::string>> refs;
   for (int i = 0; i < n; ++i) {
     refs.push_back(raio::Task(NodeIdOnceAllMet)
@@ -723,7 +728,7 @@ std::vector<raio::ObjectRef<std::string>> MeetingSpreadTasks(int n, const std::s
 int ScenarioSpread() {
   raio::Init();
   WarmUpAllNodes();
-  std::vector<raio::ObjectRef<std::string>> refs = MeetingSpreadTasks(3, "spread");
+  std::vector<raio::ObjectRef<std::string>> refs = MeetingSpreadTasks(3, MeetingDir("spread"));
   for (auto& r : refs) std::cout << "spread " << r.Get(Scaled(90s)) << "\n";
   raio::Shutdown();
   return 0;
@@ -815,8 +820,31 @@ int ScenarioRoundTrip() {
   return 0;
 }
 
-// ROUNDS rounds of: 3 SPREAD tasks that meet (one per node, printed as "round <i> <ids>") and 6
-// Add tasks whose sum is printed; between rounds, waits for GO_FILE to exist.
+// Waits until the head sees every node's CPUs all free: no other job's work or lease is
+// left, so that a SPREAD round finds room on every node (SPREAD leaves out a node that the
+// view says is full).
+bool WaitForIdleCluster() {
+  return WaitFor(
+      [] {
+        auto r = RunCommand(
+            std::string(RAIO_CLI_PATH) + " status --json --address " + GetEnv("RAIO_ADDRESS"),
+            /*merge_stderr=*/false);
+        json s = json::parse(r.output, nullptr, false);
+        if (!s.is_object() || s.value("nodes", json::array()).size() != 3) return false;
+        for (const auto& n : s["nodes"]) {
+          if (n["available"]["amounts"].value("CPU", -1.0) !=
+              n["total"]["amounts"].value("CPU", -2.0)) {
+            return false;
+          }
+        }
+        return true;
+      },
+      30s);
+}
+
+// ROUNDS rounds of: 3 SPREAD tasks that meet (one per node, printed as "round <i> <ids>") and,
+// once they all run, 6 Add tasks whose sum is printed; between rounds, waits for GO_FILE to
+// exist. Each round starts on a cluster the head sees idle.
 int ScenarioShare() {
   raio::Init();
   std::cout << "driver " << raio::GetNodeId() << std::endl;
@@ -828,8 +856,15 @@ int ScenarioShare() {
       const std::string go = GetEnv("GO_FILE");
       if (!WaitFor([&] { return std::filesystem::exists(go); }, 60s)) return 66;
     }
-    std::vector<raio::ObjectRef<std::string>> where =
-        MeetingSpreadTasks(3, "round" + std::to_string(round));
+    if (!WaitForIdleCluster()) return 67;
+    const std::filesystem::path meet = MeetingDir("round" + std::to_string(round));
+    std::vector<raio::ObjectRef<std::string>> where = MeetingSpreadTasks(3, meet);
+    // The Adds come once the SPREAD tasks hold their CPUs, not racing them for a node's.
+    auto entries = [&] {
+      return std::distance(std::filesystem::directory_iterator(meet),
+                           std::filesystem::directory_iterator{});
+    };
+    if (!WaitFor([&] { return entries() >= 3; }, 60s)) return 68;
     std::vector<raio::ObjectRef<int>> sums;
     for (int i = 0; i < 6; ++i) sums.push_back(raio::Task(Add).Remote(i, i));
     std::cout << "round " << round;

@@ -223,9 +223,10 @@ std::string DescribeKill(const std::string& node_id_hex, const VictimCandidate& 
       // Use is measured machine-wide: say so when this worker is not the
       // cause, so that a small task is not blamed for others' memory.
       victim.rss_bytes * 4 < usage.used_bytes - std::min(usage.used_bytes, threshold_bytes)
-          ? "; this worker holds a small part of the excess, so most of "
-            "the memory is used elsewhere on the machine (memory use is "
-            "measured for the whole machine or cgroup)"
+          ? absl::StrCat("; this worker holds a small part of the excess, so most of "
+                         "the memory is used elsewhere on the machine (memory use is "
+                         "measured from ",
+                         usage.source, ", not per worker)")
           : "");
 }
 
