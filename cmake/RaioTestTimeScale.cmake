@@ -41,8 +41,9 @@ set(RAIO_HEAVY_TEST_PATTERNS
 
 # Called at the end of each CMakeLists.txt that declares tests (set_tests_properties only
 # reaches the current directory's tests): scales each TIMEOUT (300 s where none is set),
-# exports the scale to the test's environment (the Python tests read RAIO_TEST_TIME_SCALE;
-# the C++ side computes the same factor itself) and gives the heavy tests the
+# exports the scale to the test's environment as RAIO_BUILD_TIME_SCALE (the Python and shell
+# tests use it unless RAIO_TEST_TIME_SCALE overrides it at run time; the C++ side computes
+# the same factor itself) and gives the heavy tests the
 # `raio_cluster` lock.
 function(raio_finish_tests)
   get_property(tests DIRECTORY PROPERTY TESTS)
@@ -54,7 +55,7 @@ function(raio_finish_tests)
     math(EXPR scaled "${timeout} * ${RAIO_TEST_SCALE_TENTHS} / 10")
     set_tests_properties(${t} PROPERTIES TIMEOUT ${scaled})
     set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
-                 "RAIO_TEST_TIME_SCALE=${RAIO_TEST_TIME_SCALE}")
+                 "RAIO_BUILD_TIME_SCALE=${RAIO_TEST_TIME_SCALE}")
     foreach(pattern ${RAIO_HEAVY_TEST_PATTERNS})
       if(t MATCHES "${pattern}")
         set_property(TEST ${t} APPEND PROPERTY RESOURCE_LOCK raio_cluster)

@@ -6,7 +6,7 @@ set -u
 bin="$1"
 # Each run has a deadline (120 s times the test time scale): a run that hangs fails here
 # with exit 124 instead of holding the test until ctest kills it.
-limit_s=$(awk -v s="${RAIO_TEST_TIME_SCALE:-1}" \
+limit_s=$(awk -v s="${RAIO_TEST_TIME_SCALE:-${RAIO_BUILD_TIME_SCALE:-1}}" \
   'BEGIN { s += 0; if (s < 1) s = 1; printf "%d", 120 * s }')
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT

@@ -77,6 +77,10 @@ void BecomeGuardedChild(pid_t parent) {
     ::sigprocmask(SIG_SETMASK, &mask, nullptr);
     return;
   }
+  // The guard never execs, so O_CLOEXEC never closes what it inherited: without this it
+  // would hold the test's descriptors (other threads' RunCommand pipes, a driver's sockets)
+  // for as long as its command runs, and another RunCommand would not see its output end.
+  ::close_range(3, ~0U, 0);
   int status = 0;
   while (::waitpid(command, &status, 0) < 0) {
     if (errno != EINTR) _exit(127);

@@ -856,7 +856,10 @@ int ScenarioShare() {
       const std::string go = GetEnv("GO_FILE");
       if (!WaitFor([&] { return std::filesystem::exists(go); }, 60s)) return 66;
     }
-    if (!WaitForIdleCluster()) return 67;
+    if (!WaitForIdleCluster()) {
+      std::cout << "round " << round << ": the cluster never looked idle" << std::endl;
+      return 67;
+    }
     const std::filesystem::path meet = MeetingDir("round" + std::to_string(round));
     std::vector<raio::ObjectRef<std::string>> where = MeetingSpreadTasks(3, meet);
     // The Adds come once the SPREAD tasks hold their CPUs, not racing them for a node's.
@@ -864,7 +867,11 @@ int ScenarioShare() {
       return std::distance(std::filesystem::directory_iterator(meet),
                            std::filesystem::directory_iterator{});
     };
-    if (!WaitFor([&] { return entries() >= 3; }, 60s)) return 68;
+    if (!WaitFor([&] { return entries() >= 3; }, 60s)) {
+      std::cout << "round " << round << ": " << entries() << " of 3 SPREAD tasks started"
+                << std::endl;
+      return 68;
+    }
     std::vector<raio::ObjectRef<int>> sums;
     for (int i = 0; i < 6; ++i) sums.push_back(raio::Task(Add).Remote(i, i));
     std::cout << "round " << round;

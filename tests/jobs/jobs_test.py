@@ -12,7 +12,8 @@ Usage: jobs_test.py RAIO_CLI JOB_EXAMPLE {http|cli}
 Each mode starts a head (jobs API on a free port, --dashboard-port 0) and a second node in
 a private TMPDIR, and stops them at the end. Waits poll with a deadline; nothing sleeps
 to synchronise. Every deadline and every timeout the test gives the cluster is multiplied by
-RAIO_TEST_TIME_SCALE (the one test time scale, src/raio/testkit/time_scale.h; ctest sets it
+RAIO_TEST_TIME_SCALE, else RAIO_BUILD_TIME_SCALE (the one test time scale,
+src/raio/testkit/time_scale.h; ctest sets the latter
 per build: larger under sanitizers; default 1).
 """
 import json
@@ -35,7 +36,7 @@ CLUSTER = None
 
 def _time_scale():
     try:
-        value = float(os.environ.get("RAIO_TEST_TIME_SCALE", "1"))
+        value = float(os.environ.get("RAIO_TEST_TIME_SCALE") or os.environ.get("RAIO_BUILD_TIME_SCALE") or "1")
     except ValueError:
         return 1.0
     return value if value > 0 else 1.0

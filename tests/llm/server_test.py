@@ -6,8 +6,9 @@ mid-stream. Starts the server on port 0 in a temp dir and always stops it.
 usage: server_test.py RAIO_LLM_BINARY MODEL_DIR [SERVE FLAGS...]
 (the engine runs in a raio actor unless the flags say --in-process)
 
-Every deadline and timeout the test sets is multiplied by RAIO_TEST_TIME_SCALE (the one
-test time scale, src/raio/testkit/time_scale.h; ctest sets it per build: larger under
+Every deadline and timeout the test sets is multiplied by RAIO_TEST_TIME_SCALE, else
+RAIO_BUILD_TIME_SCALE (the one
+test time scale, src/raio/testkit/time_scale.h; ctest sets the latter per build: larger under
 sanitizers; default 1).
 """
 import asyncio
@@ -38,7 +39,7 @@ TMP = None
 
 def _time_scale():
     try:
-        value = float(os.environ.get("RAIO_TEST_TIME_SCALE", "1"))
+        value = float(os.environ.get("RAIO_TEST_TIME_SCALE") or os.environ.get("RAIO_BUILD_TIME_SCALE") or "1")
     except ValueError:
         return 1.0
     return value if value > 0 else 1.0
@@ -281,9 +282,8 @@ class ServerTest(unittest.TestCase):
                 while b"\r\n\r\n" not in got:
                     got += s.recv(4096)
                 self.assertTrue(got.startswith(b"HTTP/1.1 200"), got)
-                t = time.time()
-                self.assertEqual(s.recv(4096), b"")  # closed by the server, not by timeout
-                self.assertLess(time.time() - t, 8)
+                # Closed by the server: recv returns b"" (a hang ends in socket.timeout).
+                self.assertEqual(s.recv(4096), b"")
         finally:
             halt_server(proc, tmp)
 

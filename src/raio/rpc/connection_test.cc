@@ -558,7 +558,8 @@ TEST_P(ConnectionTest, EitherSideMayCall) {
   absl::StatusOr<std::shared_ptr<Connection>> c =
       GetParam() == Transport::kUnix
           ? ConnectUnix(client_loop_.io(), path_)
-          : ConnectTcp(client_loop_.io(), "127.0.0.1:" + std::to_string(listener_->port()), 5s);
+          : ConnectTcp(client_loop_.io(), "127.0.0.1:" + std::to_string(listener_->port()),
+                       testkit::Scaled(5s));
   ASSERT_TRUE(c.ok()) << c.status();
   (*c)->Start(
       [](const std::shared_ptr<Connection>& conn, const FrameHeader& h, std::string_view body) {

@@ -60,7 +60,8 @@ inline double TimeScale() {
   return scale;
 }
 
-// `d` times TimeScale(), in the same duration type (rounded up to one tick at least).
+// `d` times TimeScale(), in the same duration type (truncated to its ticks, and never less
+// than `d`).
 template <typename Rep, typename Period>
 std::chrono::duration<Rep, Period> Scaled(std::chrono::duration<Rep, Period> d) {
   using D = std::chrono::duration<Rep, Period>;
