@@ -382,6 +382,14 @@ TEST_F(EmbeddedTest, FractionalAndCustomResourcesLimitConcurrency) {
   EXPECT_EQ(b.Get(Scaled(30s)), 2);
   EXPECT_EQ(CountEntries(started), 2);
   std::filesystem::remove_all(slot_dir);
+  // And by the tasks' own clocks: the run intervals of two slot tasks never overlap (true
+  // of a correct scheduler however slow the machine; a wrong one fails whenever the second
+  // worker starts within the first task's 300 ms).
+  auto sa = raio::Task(SleepAndStamp).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(300);
+  auto sb = raio::Task(SleepAndStamp).SetResources({{"CPU", 0.5}, {"slot", 1}}).Remote(300);
+  auto pa = sa.Get(Scaled(30s));
+  auto pb = sb.Get(Scaled(30s));
+  EXPECT_TRUE(pa[1] <= pb[0] || pb[1] <= pa[0]) << "slot tasks overlapped";
   // Fractional CPUs: four 0.5-CPU tasks fit two CPUs at once. Each waits (up to 30 s) until
   // all four have started; with room for fewer at once, the others would start only after
   // those time out and see fewer than four.
