@@ -14,10 +14,8 @@
 //
 // Prints a table and writes bench/results/train-<UTC timestamp>.json. Medians; the
 // machine's other load shows in them (see bench/train/README.md).
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/torch.h>
 #include <sys/wait.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +25,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <vector>
 
 #include "nlohmann/json.hpp"
@@ -106,7 +106,8 @@ void StepLoop(TrainContext& ctx) {
     reducer.AllReduce();
     if (++step % 10 == 0) ctx.Report({{"step", step}});
   });
-  ctx.Report({{"step_ms", median}, {"allreduce_bytes", static_cast<double>(reducer.bytes_per_call())}});
+  ctx.Report(
+      {{"step_ms", median}, {"allreduce_bytes", static_cast<double>(reducer.bytes_per_call())}});
 }
 RAIO_TRAIN_FUNCTION(StepLoop);
 
@@ -194,7 +195,8 @@ int GlooPeer(int rank, const std::string& store_path, int64_t bytes) {
 }
 
 double GlooAlone(const char* self, int64_t bytes) {
-  const fs::path store = fs::temp_directory_path() / ("raio_bench_gloo_" + std::to_string(getpid()));
+  const fs::path store =
+      fs::temp_directory_path() / ("raio_bench_gloo_" + std::to_string(getpid()));
   fs::remove(store);
   const fs::path out = store.string() + ".out";
   std::vector<pid_t> pids;
@@ -286,9 +288,9 @@ int main(int argc, char** argv) {
   const double two_ms = two.at("step_ms");
   std::vector<double> raio_ms;
   for (int64_t bytes : sizes) {
-    raio_ms.push_back(Fit(AllReduceLoop, 2, storage, "allreduce" + std::to_string(bytes),
-                          {{"bytes", bytes}})
-                          .metrics.at("ms"));
+    raio_ms.push_back(
+        Fit(AllReduceLoop, 2, storage, "allreduce" + std::to_string(bytes), {{"bytes", bytes}})
+            .metrics.at("ms"));
   }
   const double save_ms = Fit(CheckpointLoop, 1, storage, "ckpt").metrics.at("save_ms");
   const double restore_ms = Fit(CheckpointLoop, 1, storage, "ckpt").metrics.at("restore_ms");
@@ -303,10 +305,12 @@ int main(int argc, char** argv) {
   std::printf("  plain libtorch loop, 1 process         %8.2f\n", plain_ms);
   std::printf("  raio::train, 1 worker                  %8.2f   %+6.1f%%   (target within 5%%)\n",
               one_ms, 100.0 * (one_ms - plain_ms) / plain_ms);
-  std::printf("  raio::train, 2 workers (same batch     %8.2f   %+6.1f%%   (all-reduce of %.2f MiB)\n",
-              two_ms, 100.0 * (two_ms - plain_ms) / plain_ms, two.at("allreduce_bytes") / (1 << 20));
+  std::printf(
+      "  raio::train, 2 workers (same batch     %8.2f   %+6.1f%%   (all-reduce of %.2f MiB)\n",
+      two_ms, 100.0 * (two_ms - plain_ms) / plain_ms, two.at("allreduce_bytes") / (1 << 20));
   std::printf("    each, twice the global batch)\n\n");
-  std::printf("all-reduce, 2 ranks, float32    Gloo alone ms  MiB/s    raio ms  MiB/s   raio/Gloo\n");
+  std::printf(
+      "all-reduce, 2 ranks, float32    Gloo alone ms  MiB/s    raio ms  MiB/s   raio/Gloo\n");
   for (size_t i = 0; i < sizes.size(); ++i) {
     const double b = static_cast<double>(sizes[i]);
     std::printf("  %4lld MiB                        %9.2f %7.0f  %9.2f %7.0f   %6.2fx\n",
@@ -324,8 +328,10 @@ int main(int argc, char** argv) {
     results["allreduce"].push_back(
         {{"bytes", sizes[i]}, {"gloo_ms", gloo_ms[i]}, {"raio_ms", raio_ms[i]}});
   }
-  results["checkpoint"] = {{"bytes", kCheckpointBytes}, {"save_ms", save_ms},
-                           {"restore_ms", restore_ms}, {"copy_fsync_ms", copy_ms},
+  results["checkpoint"] = {{"bytes", kCheckpointBytes},
+                           {"save_ms", save_ms},
+                           {"restore_ms", restore_ms},
+                           {"copy_fsync_ms", copy_ms},
                            {"read_ms", read_ms}};
   const std::time_t now = std::time(nullptr);
   char stamp[32];

@@ -44,7 +44,6 @@ la_ssize_t AppendToString(archive*, void* client, const void* buf, size_t n) {
   return static_cast<la_ssize_t>(n);
 }
 
-
 // One file or directory to pack: where it is read from (maybe through symbolic links),
 // its name in the archive, and the stat of what the name leads to.
 struct PackItem {
@@ -88,7 +87,7 @@ absl::Status Walk(const fs::path& dir, const std::string& rel,
     } else if (S_ISREG(st.st_mode)) {
       total += static_cast<uint64_t>(st.st_size);
       out.push_back({child, child_rel, st});
-    }  // sockets, fifos, devices are left out
+    }                                                // sockets, fifos, devices are left out
     if (total > max_bytes) return absl::OkStatus();  // the caller refuses it
   }
   return absl::OkStatus();
@@ -207,9 +206,9 @@ absl::Status UnpackArchive(std::string_view bytes, const std::string& dest) {
       bool bad = fs::path(sl).is_absolute() || resolved.empty();
       for (const auto& part : resolved) bad = bad || part == "..";
       if (bad) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the working directory archive has a symbolic link '", name,
-            "' that leads outside it: '", sl, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("the working directory archive has a symbolic link '", name,
+                         "' that leads outside it: '", sl, "'"));
       }
     }
     if (archive_write_header(out.get(), entry) < ARCHIVE_WARN) {

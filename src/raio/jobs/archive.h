@@ -17,8 +17,8 @@ namespace raio::jobs {
 // modes kept. Symbolic links are followed, as Ray does: a link to a file is packed as the
 // file's content under the link's name, a link to a directory as that directory's content
 // under the link's name (wherever the target lies); a link back into a directory being
-// walked (a loop) and a dangling link are left out. A path matching one of `excludes` (fnmatch globs, tried
-// against the relative path and against each of its components, e.g. "build", "*.o",
+// walked (a loop) and a dangling link are left out. A path matching one of `excludes` (fnmatch
+// globs, tried against the relative path and against each of its components, e.g. "build", "*.o",
 // "data/*.bin") is left out, with what is under it. InvalidArgument when `dir` is not a
 // directory; ResourceExhausted when the files add up to more than `max_bytes` (the message
 // gives both sizes); Internal for a read error naming the file.

@@ -88,8 +88,7 @@ TEST_F(ArchiveTest, UnpackRefusesASymlinkLeadingOutside) {
   const fs::path stage = root_ / "stage";
   fs::create_directories(stage);
   fs::create_symlink(root_ / "outside", stage / "esc");
-  ASSERT_EQ(std::system(("tar -C " + stage.string() + " -cf " + tarball.string() + " esc")
-                            .c_str()),
+  ASSERT_EQ(std::system(("tar -C " + stage.string() + " -cf " + tarball.string() + " esc").c_str()),
             0);
   std::ifstream in(tarball, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -96,9 +96,10 @@ absl::StatusOr<RuntimeEnv> ParseRuntimeEnv(const json& v) {
       if (k.starts_with("RAIO_")) reserved.push_back(k);
     }
     if (!reserved.empty()) {
-      return Bad(absl::StrCat("runtime_env.env_vars: names starting with RAIO_ are raio's own "
-                              "and may not be set: ",
-                              absl::StrJoin(reserved, ", ")));
+      return Bad(
+          absl::StrCat("runtime_env.env_vars: names starting with RAIO_ are raio's own "
+                       "and may not be set: ",
+                       absl::StrJoin(reserved, ", ")));
     }
     env.env_vars = std::move(*vars);
   }
@@ -169,8 +170,8 @@ absl::StatusOr<SubmitRequest> ParseSubmitRequest(std::string_view body) {
   r.entrypoint = entry->get<std::string>();
   if (r.entrypoint.find('\0') != std::string::npos) return Bad("'entrypoint' contains a NUL");
   if (r.entrypoint.size() > kMaxEntrypointBytes) {
-    return Bad(absl::StrCat("'entrypoint' is ", r.entrypoint.size(),
-                            " bytes, over the limit of ", kMaxEntrypointBytes,
+    return Bad(absl::StrCat("'entrypoint' is ", r.entrypoint.size(), " bytes, over the limit of ",
+                            kMaxEntrypointBytes,
                             " bytes; put a long command in a script in the working directory"));
   }
   // Ray's older clients send job_id for submission_id.

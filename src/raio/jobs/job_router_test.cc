@@ -197,13 +197,18 @@ TEST(TakeUtf8TextTest, TailKeepsACharacterSplitAcrossChunksWhole) {
   std::string pending = "ab\xE2\x96";  // "█" is E2 96 88
   EXPECT_EQ(TakeUtf8Text(pending, false), "ab");
   EXPECT_EQ(pending, "\xE2\x96");
-  pending += "\x88" "z";
+  pending +=
+      "\x88"
+      "z";
   EXPECT_EQ(TakeUtf8Text(pending, false), "\xE2\x96\x88z");
   EXPECT_TRUE(pending.empty());
 }
 
 TEST(TakeUtf8TextTest, TailReplacesBytesThatAreNotUtf8) {
-  std::string pending = "a\xFF\xC0\x80" "b\xED\xA0\x80" "c\xF0\x9F\x98";
+  std::string pending =
+      "a\xFF\xC0\x80"
+      "b\xED\xA0\x80"
+      "c\xF0\x9F\x98";
   EXPECT_EQ(TakeUtf8Text(pending, false),
             "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
             "b\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"

@@ -46,7 +46,6 @@ std::string NodeJobsDir() {
   return absl::StrCat(session != nullptr && *session ? session : "/tmp", "/submitted_jobs");
 }
 
-
 // What the guard reports through its pipe when the entrypoint did not start.
 enum StartFailure : int { kFailedChdir = 1, kFailedExec = 2, kFailedFork = 3 };
 
@@ -72,9 +71,8 @@ void ResetSignals() {
 // (SIGKILL, `raio stop`) its parent-death signal makes it SIGKILL the whole group, and
 // when the shell ends it SIGKILLs what the shell left in the group, then exits as the
 // shell did. Between fork and exec: async-signal-safe calls only.
-[[noreturn]] void GuardMain(pid_t parent, pid_t parent_pgrp, int null_fd, int log_fd,
-                            int report_fd, const char* dir, char* const argv[],
-                            char* const envp[]) {
+[[noreturn]] void GuardMain(pid_t parent, pid_t parent_pgrp, int null_fd, int log_fd, int report_fd,
+                            const char* dir, char* const argv[], char* const envp[]) {
   ::setpgid(0, 0);
   guard_pgid = ::getpid();
   ResetSignals();
@@ -119,7 +117,9 @@ void ResetSignals() {
   ::kill(-guard_pgid, SIGKILL);
   if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
   const int sig = WTERMSIG(status);
-  struct rlimit no_core {0, 0};
+  struct rlimit no_core {
+    0, 0
+  };
   ::setrlimit(RLIMIT_CORE, &no_core);
   ResetSignals();
   ::kill(::getpid(), sig);
@@ -250,8 +250,8 @@ void JobSupervisor::Run() {
   if (::pipe2(report, O_CLOEXEC) != 0) report[0] = report[1] = -1;
 
   pid_t pid = ::fork();
-  if (pid == 0) GuardMain(parent, parent_pgrp, null_fd, write_fd, report[1], dir, argv,
-                          envp.data());
+  if (pid == 0)
+    GuardMain(parent, parent_pgrp, null_fd, write_fd, report[1], dir, argv, envp.data());
   ::close(write_fd);
   if (null_fd >= 0) ::close(null_fd);
   if (report[1] >= 0) ::close(report[1]);
@@ -307,16 +307,14 @@ void JobSupervisor::Run() {
   if (report[0] >= 0) ::close(report[0]);
   std::lock_guard<std::mutex> l(mu_);
   if (start_failed) {
-    start_error_ = failure[0] == kFailedChdir
-                       ? absl::StrCat("cannot enter the job directory ", job_dir_, ": ",
-                                      std::strerror(failure[1]))
-                   : failure[0] == kFailedExec
-                       ? absl::StrCat("cannot run /bin/sh (execve): ", std::strerror(failure[1]),
-                                      failure[1] == E2BIG
-                                          ? " (the entrypoint and its environment are too long)"
-                                          : "")
-                       : absl::StrCat("cannot start the entrypoint: fork: ",
-                                      std::strerror(failure[1]));
+    start_error_ =
+        failure[0] == kFailedChdir ? absl::StrCat("cannot enter the job directory ", job_dir_, ": ",
+                                                  std::strerror(failure[1]))
+        : failure[0] == kFailedExec
+            ? absl::StrCat(
+                  "cannot run /bin/sh (execve): ", std::strerror(failure[1]),
+                  failure[1] == E2BIG ? " (the entrypoint and its environment are too long)" : "")
+            : absl::StrCat("cannot start the entrypoint: fork: ", std::strerror(failure[1]));
   } else {
     has_exit_code_ = true;
     exit_code_ = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -WTERMSIG(wait_status);

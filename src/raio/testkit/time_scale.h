@@ -65,8 +65,8 @@ inline double TimeScale() {
 template <typename Rep, typename Period>
 std::chrono::duration<Rep, Period> Scaled(std::chrono::duration<Rep, Period> d) {
   using D = std::chrono::duration<Rep, Period>;
-  auto scaled = std::chrono::duration_cast<D>(std::chrono::duration<double, Period>(
-      static_cast<double>(d.count()) * TimeScale()));
+  auto scaled = std::chrono::duration_cast<D>(
+      std::chrono::duration<double, Period>(static_cast<double>(d.count()) * TimeScale()));
   return scaled < d ? d : scaled;
 }
 
