@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -82,7 +83,10 @@ bool WaitForFile(const fs::path& path, std::chrono::seconds timeout) {
 // The training function. Config: epochs, global_batch, lr, seed; optional kill_epoch and
 // kill_rank with marker_dir (that rank, at the start of that epoch of a run without a
 // checkpoint marker, writes its pid to marker_dir/pid and waits to be killed), throw_epoch
-// and throw_rank (that rank throws), started_marker (a file every worker creates).
+// and throw_rank (that rank throws), started_marker (a file every worker creates),
+// until_world_size (elastic: after `epochs`, go on, one epoch per 250 ms, until two epochs
+// ran in a group of at least that size; at most 400 epochs). Reports epoch, loss and
+// world_size every epoch, rank 0 with a checkpoint.
 void TrainMlp(TrainContext& ctx) {
   const nlohmann::json& cfg = ctx.GetConfig();
   const int epochs = cfg.at("epochs");
@@ -103,7 +107,10 @@ void TrainMlp(TrainContext& ctx) {
   torch::optim::SGD optimizer(model.parameters(), cfg.at("lr").get<double>());
   raio::train::DistributedSampler sampler(kSamples, world, rank, /*shuffle=*/true,
                                           cfg.at("seed").get<uint64_t>());
-  for (int epoch = start_epoch; epoch < epochs; ++epoch) {
+  const int until_world = cfg.value("until_world_size", 0);
+  const int end_epoch = world >= until_world ? std::max(epochs, start_epoch + 2) : 400;
+  for (int epoch = start_epoch; epoch < end_epoch; ++epoch) {
+    if (epoch >= epochs) std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing
     if (cfg.contains("kill_epoch") && epoch == cfg["kill_epoch"] && rank == cfg["kill_rank"] &&
         !fs::exists(fs::path(cfg["marker_dir"].get<std::string>()) / "killed_once")) {
       const fs::path dir = cfg["marker_dir"].get<std::string>();
@@ -132,7 +139,7 @@ void TrainMlp(TrainContext& ctx) {
       reducer.AllReduce();
       optimizer.step();
     }
-    Metrics metrics{{"epoch", epoch}, {"loss", FullLoss(model, data)}};
+    Metrics metrics{{"epoch", epoch}, {"loss", FullLoss(model, data)}, {"world_size", world}};
     if (rank == 0) {
       const fs::path dir =
           fs::temp_directory_path() / ("raio_train_test_ckpt_" + std::to_string(::getpid()));
@@ -154,6 +161,15 @@ void ReportPlacement(TrainContext& ctx) {
       << ctx.GetLocalRank() << " " << ctx.GetLocalWorldSize() << " " << ctx.GetNodeRank() << " "
       << ctx.GetWorldSize() << " " << at::get_num_threads() << " " << ctx.GetExperimentName() << " "
       << ctx.GetAttempt() << " " << ctx.GetCheckpoint().has_value();
+  {
+    std::ofstream shard(dir / ("shard_" + std::to_string(ctx.GetWorldRank())));
+    for (const std::string& row : ctx.GetDatasetShard("train")) shard << row << "\n";
+    try {
+      ctx.GetDatasetShard("test");
+    } catch (const raio::InvalidUsageError& e) {
+      shard << "error: " << e.what() << "\n";
+    }
+  }
   std::vector<torch::Tensor> t{torch::full({1}, static_cast<float>(ctx.GetWorldRank()))};
   ctx.GetProcessGroup().allreduce(t)->wait();
   ctx.Report({{"rank_sum", t[0].item<double>()}});
@@ -238,7 +254,8 @@ TEST_F(TrainerTest, TwoWorkersWithGlobalBatchBMatchOneProcessWithBatchB) {
 TEST_F(TrainerTest, GangStartsWorkersWithTheirRanksResourcesAndAProcessGroup) {
   raio::train::ScalingConfig scaling{.num_workers = 2, .resources_per_worker = {{"CPU", 2}}};
   raio::train::Result result =
-      raio::train::Trainer(ReportPlacement, scaling, Run("placed"), {{"dir", root_.string()}})
+      raio::train::Trainer(ReportPlacement, scaling, Run("placed"), {{"dir", root_.string()}},
+                           {{"train", {"a", "b", "c"}}, {"eval", {}}})
           .Fit();
   ASSERT_TRUE(result.error.ok()) << result.error;
   EXPECT_EQ(result.metrics.at("rank_sum"), 1);  // 0 + 1
@@ -259,6 +276,19 @@ TEST_F(TrainerTest, GangStartsWorkersWithTheirRanksResourcesAndAProcessGroup) {
     EXPECT_EQ(attempt, 0);
     EXPECT_FALSE(has_checkpoint);
   }
+  // Shards: rows rank, rank + 2, ... of a, b, c padded by its head to a, b, c, a.
+  auto lines = [&](int rank) {
+    std::ifstream in(root_ / ("shard_" + std::to_string(rank)));
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  const std::string error =
+      "error: TrainContext::GetDatasetShard: the Trainer has no dataset \"test\" (it has: "
+      "\"eval\", \"train\")";
+  EXPECT_EQ(lines(0), (std::vector<std::string>{"a", "c", error}));
+  EXPECT_EQ(lines(1), (std::vector<std::string>{"b", "a", error}));
+  EXPECT_EQ(result.world_sizes, (std::vector<int>{2}));
   // The group is gone with the run.
   for (const raio::PlacementGroup& pg : raio::GetAllPlacementGroups()) {
     EXPECT_EQ(pg.GetState(), raio::PlacementGroupState::REMOVED) << pg.GetID();
@@ -361,6 +391,104 @@ TEST_F(TrainerTest, AKilledWorkerFailsTheRunWhenNoFailuresAreAllowed) {
   EXPECT_EQ(Epochs(result), (std::vector<int>{0}));
 }
 
+// Elastic training on the test cluster's 3 "slot"s (each worker takes one). The trainer
+// starts with what is free, grows at a checkpoint once a slot frees up, and continues with
+// fewer after a loss it cannot replace; whatever the sizes, the run computes what one
+// process with the global batch computes (data parallel, resumed from checkpoints).
+raio::PlacementGroup HoldSlot() {
+  return raio::CreatePlacementGroup({"", {{{"slot", 1}}}, raio::PlacementStrategy::PACK});
+}
+
+std::vector<int> WorldSizes(const raio::train::Result& r) {
+  std::vector<int> sizes;
+  for (const Metrics& m : r.metrics_history) sizes.push_back(static_cast<int>(m.at("world_size")));
+  return sizes;
+}
+
+TEST_F(TrainerTest, ElasticStartsWithWhatIsFreeAndGrowsAtACheckpoint) {
+  raio::PlacementGroup held = HoldSlot();  // 2 of the 3 slots stay free
+  ASSERT_TRUE(held.Wait(static_cast<int>(Scaled(std::chrono::seconds(30)).count())));
+  nlohmann::json config = Config(2);
+  config["until_world_size"] = 3;
+  config["global_batch"] = 48;  // local batches of 48, 24 or 16 cover the same samples
+  raio::train::RunConfig run = Run("grows");
+  run.checkpoint_config.num_to_keep = 2;
+  bool released = false;
+  run.on_report = [&](const Metrics& m) {
+    // The group of 2 has checkpointed: give the third slot back.
+    if (!released && m.at("world_size") == 2 && m.at("epoch") >= 1) {
+      raio::RemovePlacementGroup(held.GetID());
+      released = true;
+    }
+  };
+  raio::train::ScalingConfig scaling{
+      .num_workers = 3, .min_workers = 1, .resources_per_worker = {{"CPU", 1}, {"slot", 1}}};
+  raio::train::Result result = raio::train::Trainer(TrainMlp, scaling, run, config).Fit();
+  ASSERT_TRUE(result.error.ok()) << result.error;
+  EXPECT_TRUE(released);
+  EXPECT_EQ(result.world_sizes, (std::vector<int>{2, 3}));
+  EXPECT_EQ(result.num_failures, 0);  // growing is not a failure
+  // Every epoch once, in order: the group of 3 resumed after the last checkpoint of the 2.
+  const std::vector<int> epochs = Epochs(result);
+  ASSERT_GE(epochs.size(), 4u);
+  for (size_t i = 0; i < epochs.size(); ++i) EXPECT_EQ(epochs[i], static_cast<int>(i));
+  const std::vector<int> sizes = WorldSizes(result);
+  EXPECT_EQ(sizes.front(), 2);
+  EXPECT_EQ(sizes.back(), 3);
+  EXPECT_TRUE(std::is_sorted(sizes.begin(), sizes.end()));
+  double loss = 0;
+  std::vector<torch::Tensor> expected =
+      TrainInOneProcess(static_cast<int>(epochs.size()), 48, 0.1, 5, &loss);
+  // Tens of epochs over three world sizes: rounding differs more than in the short runs.
+  std::vector<torch::Tensor> got = LoadWeights(result.checkpoint->path);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(got[i], expected[i], /*rtol=*/1e-3, /*atol=*/1e-4)) << i;
+  }
+  EXPECT_NEAR(result.metrics.at("loss"), loss, 1e-4);
+}
+
+TEST_F(TrainerTest, ElasticContinuesWithFewerWorkersWhenALostOneCannotBeReplaced) {
+  raio::PlacementGroup held = HoldSlot();  // 2 of the 3 slots stay free
+  ASSERT_TRUE(held.Wait(static_cast<int>(Scaled(std::chrono::seconds(30)).count())));
+  const fs::path markers = root_ / "markers";
+  fs::create_directories(markers);
+  nlohmann::json config = Config(4);
+  config["kill_epoch"] = 2;
+  config["kill_rank"] = 1;
+  config["marker_dir"] = markers.string();
+  raio::train::RunConfig run = Run("shrinks");
+  run.failure_config.max_failures = 1;
+  raio::train::ScalingConfig scaling{
+      .num_workers = 2, .min_workers = 1, .resources_per_worker = {{"CPU", 1}, {"slot", 1}}};
+  raio::train::Trainer trainer(TrainMlp, scaling, run, config);
+  raio::train::Result result;
+  std::thread fit([&] { result = trainer.Fit(); });
+  raio::PlacementGroup taker;
+  if (WaitForFile(markers / "pid", Scaled(std::chrono::seconds(60)))) {
+    // A group created now waits at the head for a slot; it is first in line for the one the
+    // killed worker's group frees, so the trainer cannot replace the worker.
+    taker = HoldSlot();
+    int pid = 0;
+    std::ifstream(markers / "pid") >> pid;
+    if (pid > 0) ::kill(pid, SIGKILL);
+  } else {
+    ADD_FAILURE() << "no worker wrote " << (markers / "pid");
+  }
+  fit.join();
+  ASSERT_TRUE(result.error.ok()) << result.error;
+  EXPECT_EQ(result.world_sizes, (std::vector<int>{2, 1}));
+  EXPECT_EQ(result.num_failures, 1);
+  // Epochs 0 and 1 with 2 workers, checkpointed before the kill; 2 and 3 once, with 1.
+  EXPECT_EQ(Epochs(result), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(WorldSizes(result), (std::vector<int>{2, 2, 1, 1}));
+  double loss = 0;
+  ExpectWeightsNear(LoadWeights(result.checkpoint->path), TrainInOneProcess(4, 32, 0.1, 5, &loss));
+  EXPECT_NEAR(result.metrics.at("loss"), loss, 1e-5);
+  if (!taker.Empty()) raio::RemovePlacementGroup(taker.GetID());
+  raio::RemovePlacementGroup(held.GetID());
+}
+
 TEST_F(TrainerTest, ATrainingFunctionThatThrowsFailsFitWithItsRankAndMessage) {
   nlohmann::json config = Config(3);
   config["throw_epoch"] = 1;
@@ -383,6 +511,13 @@ TEST_F(TrainerTest, ADemandNoClusterCanMeetFailsNamingIt) {
       raio::train::Trainer(TrainMlp, scaling, Run("huge"), Config(1)).Fit();
   EXPECT_EQ(result.error.code(), absl::StatusCode::kFailedPrecondition) << result.error;
   EXPECT_NE(result.error.message().find("3 workers x {CPU: 1000} (PACK)"), std::string::npos)
+      << result.error;
+  // Elastic: the minimum is what no cluster can meet.
+  scaling.min_workers = 2;
+  scaling.num_workers = 4;
+  result = raio::train::Trainer(TrainMlp, scaling, Run("huge2"), Config(1)).Fit();
+  EXPECT_EQ(result.error.code(), absl::StatusCode::kFailedPrecondition) << result.error;
+  EXPECT_NE(result.error.message().find("2 workers x {CPU: 1000} (PACK)"), std::string::npos)
       << result.error;
 }
 
@@ -409,6 +544,13 @@ TEST_F(TrainerTest, RefusesBadConfigsAndUnregisteredFunctions) {
   EXPECT_NE(s.message().find("RAIO_TRAIN_FUNCTION"), std::string::npos) << s;
   EXPECT_EQ(code(TrainMlp, {.num_workers = 0}, Run("a")).code(),
             absl::StatusCode::kInvalidArgument);
+  s = code(TrainMlp, {.num_workers = 2, .min_workers = 3}, Run("a"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("min_workers must be in [1, num_workers = 2], got 3"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(code(TrainMlp, {.num_workers = 2, .min_workers = 0}, Run("a")).code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(
       code(TrainMlp, {.num_workers = 1, .resources_per_worker = {{"CPU", -1}}}, Run("a")).code(),
       absl::StatusCode::kInvalidArgument);
@@ -428,6 +570,7 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);
   raio::InitOptions options;
   options.num_cpus = 4;
+  options.resources = {{"slot", 3}};  // the elastic tests' capacity
   raio::Init(options);
   const int rc = RUN_ALL_TESTS();
   raio::Shutdown();

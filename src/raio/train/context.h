@@ -15,6 +15,7 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "raio/errors.h"
 #include "raio/train/trainer.h"
 
 namespace c10d {
@@ -32,11 +33,12 @@ class TrainContext {
     int local_rank = 0;        // rank among the group's workers on this node
     int local_world_size = 1;  // the group's workers on this node
     int node_rank = 0;         // this node's index among the group's nodes, by lowest rank
-    int attempt = 0;           // 0, then +1 per restart of the group after a failure
+    int attempt = 0;           // 0, then +1 per restart of the group (failure or resize)
     std::string experiment_name;
     std::string run_path;  // <storage_path>/<name>
     nlohmann::json config;
     std::optional<Checkpoint> checkpoint;
+    Datasets dataset_shards;  // this rank's shard of each of the Trainer's datasets
   };
   // Persists a report (rank 0's checkpoint directory is copied to storage) or throws.
   using Reporter =
@@ -52,7 +54,8 @@ class TrainContext {
   int GetLocalRank() const { return info_.local_rank; }
   int GetLocalWorldSize() const { return info_.local_world_size; }
   int GetNodeRank() const { return info_.node_rank; }
-  // 0 on the first start of the group, then +1 per restart after a failure.
+  // 0 on the first start of the group, then +1 per restart (after a failure, or an elastic
+  // resize: see ScalingConfig::min_workers).
   int GetAttempt() const { return info_.attempt; }
   const std::string& GetExperimentName() const { return info_.experiment_name; }
   // <storage_path>/<name>: the run's directory on shared storage.
@@ -70,6 +73,22 @@ class TrainContext {
   // run with the same name) when the worker started; nullopt on a fresh start. Read it
   // before reporting new checkpoints: retention may delete it once newer ones are kept.
   const std::optional<Checkpoint>& GetCheckpoint() const { return info_.checkpoint; }
+
+  // This rank's shard of the Trainer's dataset `name` (see raio::train::Dataset: rows
+  // rank, rank + world size, ... of the dataset padded to a multiple of the world size;
+  // every rank gets as many rows, in dataset order). The context owns it; valid while the
+  // context lives. Throws raio::InvalidUsageError when the Trainer has no dataset of that
+  // name (the message lists the names it has).
+  const Dataset& GetDatasetShard(const std::string& name) const {
+    auto it = info_.dataset_shards.find(name);
+    if (it != info_.dataset_shards.end()) return it->second;
+    std::string names;
+    for (const auto& [have, rows] : info_.dataset_shards) {
+      names += (names.empty() ? "" : ", ") + ("\"" + have + "\"");
+    }
+    throw raio::InvalidUsageError("TrainContext::GetDatasetShard: the Trainer has no dataset \"" +
+                                  name + "\" (it has: " + (names.empty() ? "none" : names) + ")");
+  }
 
   // Reports metrics for this step or epoch, with a checkpoint directory or not (Ray's
   // train.report). Every worker should call it the same number of times; rank 0's metrics

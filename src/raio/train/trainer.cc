@@ -32,6 +32,13 @@ constexpr int kPollWaitMs = 100;
 constexpr auto kFailureGrace = std::chrono::seconds(5);
 // Setup is one quick call, but a worker process may take a while to start.
 constexpr auto kSetupTimeout = std::chrono::seconds(120);
+// Elastic sizing: how long a group of one size may stay pending before the trainer tries
+// one worker fewer (a group that fits is created in milliseconds), and how long a growth
+// probe stays pending at the head before it is removed, then how long until the next one
+// (a pending probe holds back later groups that want the same resources).
+constexpr int kElasticSizeWaitSeconds = 2;
+constexpr auto kProbeWindow = std::chrono::seconds(2);
+constexpr auto kProbeBackoff = std::chrono::seconds(5);
 
 const char* StrategyName(PlacementStrategy s) {
   switch (s) {
@@ -85,55 +92,123 @@ std::string DefaultName() {
 struct AttemptEnd {
   absl::Status status;
   bool retryable = false;  // a worker died or the group could not start: restart it
+  bool resize = false;     // elastic: more workers fit now; restart from the checkpoint
 };
 
 AttemptEnd Fatal(absl::Status s) { return AttemptEnd{std::move(s), false}; }
 AttemptEnd Retry(absl::Status s) { return AttemptEnd{std::move(s), true}; }
 
+// Rank `rank`'s shard of `rows` over `world` ranks: positions rank, rank + world, ... of
+// the rows padded by repeating their head to a multiple of `world`.
+Dataset Shard(const Dataset& rows, int world, int rank) {
+  Dataset shard;
+  if (rows.empty()) return shard;
+  const size_t per_rank = (rows.size() + world - 1) / world;
+  shard.reserve(per_rank);
+  for (size_t i = 0; i < per_rank; ++i) {
+    shard.push_back(rows[(i * world + rank) % rows.size()]);
+  }
+  return shard;
+}
+
 // One start of the worker group: reserve, start, run, watch, tear down.
 class Attempt {
  public:
-  Attempt(const ScalingConfig& scaling, std::map<std::string, double> per_worker,
-          CheckpointManager& checkpoints, Result& result)
+  Attempt(const ScalingConfig& scaling, const RunConfig& run,
+          std::map<std::string, double> per_worker, CheckpointManager& checkpoints, Result& result)
       : scaling_(scaling),
+        run_(run),
         per_worker_(std::move(per_worker)),
+        min_workers_(scaling.min_workers.value_or(scaling.num_workers)),
         checkpoints_(checkpoints),
         result_(result) {}
   ~Attempt() { TearDown(); }
 
-  AttemptEnd Run(internal::WorkerInit base);
+  AttemptEnd Run(internal::WorkerInit base, const Datasets& datasets);
 
  private:
-  std::string Demand() const {
-    return absl::StrCat(scaling_.num_workers, " workers x ", ResourcesText(per_worker_), " (",
+  std::string Demand(int n) const {
+    return absl::StrCat(n, " workers x ", ResourcesText(per_worker_), " (",
                         StrategyName(scaling_.placement_strategy), ")");
   }
+  // Reserves the largest group in [min_workers_, num_workers] that the cluster creates now
+  // (elastic), else waits for min_workers_; sets n_.
   AttemptEnd Reserve();
+  AttemptEnd ReserveAndWait(int n);
+  // Elastic growth: true when a probe bundle was created and a checkpoint came after it.
+  bool ShouldGrow(bool checkpointed);
+  void RemoveProbe();
   // Takes rank 0's reports; false when rank 0 cannot be reached.
   bool PollReports(int wait_ms, std::chrono::milliseconds timeout);
-  void TakeReports(const std::vector<ReportRecord>& records);
+  // True when one of them carried a checkpoint.
+  bool TakeReports(const std::vector<ReportRecord>& records);
   void TearDown();
 
   const ScalingConfig& scaling_;
+  const RunConfig& run_;
   const std::map<std::string, double> per_worker_;
+  const int min_workers_;
   CheckpointManager& checkpoints_;
   Result& result_;
+  int n_ = 0;
   PlacementGroup group_;
+  PlacementGroup probe_;
+  bool probe_created_ = false;
+  Clock::time_point probe_started_{};
+  Clock::time_point next_probe_{};
+  bool checkpointed_ = false;  // the last PollReports took a checkpoint
   std::vector<ActorHandle<TrainWorker>> workers_;
   std::vector<internal::WorkerInfo> infos_;
 };
 
 AttemptEnd Attempt::Reserve() {
+  for (int n = scaling_.num_workers; n > min_workers_; --n) {
+    PlacementGroupCreationOptions options;
+    options.bundles.assign(n, per_worker_);
+    options.strategy = scaling_.placement_strategy;
+    try {
+      group_ = CreatePlacementGroup(options);
+    } catch (const InvalidUsageError& e) {
+      return Fatal(absl::InvalidArgumentError(
+          absl::StrCat("the scaling config ", Demand(n), " is not a valid demand: ", e.what())));
+    } catch (const RaioException& e) {
+      return Retry(
+          absl::UnavailableError(absl::StrCat("cannot reserve ", Demand(n), ": ", e.what())));
+    }
+    bool created = false;
+    try {
+      created = group_.Wait(kElasticSizeWaitSeconds);
+    } catch (const UnschedulableError&) {  // never fits: try fewer
+    } catch (const RaioException& e) {
+      return Retry(absl::UnavailableError(
+          absl::StrCat("the placement group for ", Demand(n), " failed: ", e.what())));
+    }
+    if (created) {
+      n_ = n;
+      return AttemptEnd{};
+    }
+    try {
+      RemovePlacementGroup(group_.GetID());
+    } catch (const RaioException&) {
+    }
+    group_ = PlacementGroup();
+  }
+  return ReserveAndWait(min_workers_);
+}
+
+AttemptEnd Attempt::ReserveAndWait(int n) {
+  n_ = n;
   PlacementGroupCreationOptions options;
-  options.bundles.assign(scaling_.num_workers, per_worker_);
+  options.bundles.assign(n, per_worker_);
   options.strategy = scaling_.placement_strategy;
   try {
     group_ = CreatePlacementGroup(options);
   } catch (const InvalidUsageError& e) {
     return Fatal(absl::InvalidArgumentError(
-        absl::StrCat("the scaling config ", Demand(), " is not a valid demand: ", e.what())));
+        absl::StrCat("the scaling config ", Demand(n), " is not a valid demand: ", e.what())));
   } catch (const RaioException& e) {
-    return Retry(absl::UnavailableError(absl::StrCat("cannot reserve ", Demand(), ": ", e.what())));
+    return Retry(
+        absl::UnavailableError(absl::StrCat("cannot reserve ", Demand(n), ": ", e.what())));
   }
   const auto start = Clock::now();
   bool warned = false;
@@ -142,47 +217,97 @@ AttemptEnd Attempt::Reserve() {
       if (group_.Wait(1)) return AttemptEnd{};
     } catch (const UnschedulableError& e) {
       return Fatal(absl::FailedPreconditionError(
-          absl::StrCat("no cluster can meet the scaling config: ", Demand(), ": ", e.what())));
+          absl::StrCat("no cluster can meet the scaling config: ", Demand(n), ": ", e.what())));
     } catch (const RaioException& e) {
       return Retry(absl::UnavailableError(
-          absl::StrCat("the placement group for ", Demand(), " failed: ", e.what())));
+          absl::StrCat("the placement group for ", Demand(n), " failed: ", e.what())));
     }
     const auto waited = Clock::now() - start;
     if (scaling_.placement_timeout && waited >= *scaling_.placement_timeout) {
       return Fatal(absl::DeadlineExceededError(absl::StrCat(
-          "the cluster did not free ", Demand(), " within ", scaling_.placement_timeout->count(),
+          "the cluster did not free ", Demand(n), " within ", scaling_.placement_timeout->count(),
           " s (ScalingConfig.placement_timeout)")));
     }
     if (!warned && waited > std::chrono::seconds(10)) {
-      std::cerr << "raio.train: waiting for the cluster to free " << Demand() << "\n";
+      std::cerr << "raio.train: waiting for the cluster to free " << Demand(n) << "\n";
       warned = true;
     }
   }
 }
 
-void Attempt::TakeReports(const std::vector<ReportRecord>& records) {
+bool Attempt::TakeReports(const std::vector<ReportRecord>& records) {
   bool checkpointed = false;
   for (const ReportRecord& r : records) {
     result_.metrics_history.push_back(r.metrics);
     checkpointed = checkpointed || r.checkpoint_index >= 0;
+    if (run_.on_report) {
+      try {
+        run_.on_report(r.metrics);
+      } catch (const std::exception& e) {
+        std::cerr << "raio.train: RunConfig.on_report threw: " << e.what() << "\n";
+      }
+    }
   }
   if (checkpointed) {
     absl::StatusOr<std::vector<Checkpoint>> fresh = checkpoints_.Rescan();
     if (!fresh.ok()) std::cerr << "raio.train: " << fresh.status().message() << "\n";
   }
+  return checkpointed;
 }
 
 bool Attempt::PollReports(int wait_ms, std::chrono::milliseconds timeout) {
+  checkpointed_ = false;
   if (workers_.empty()) return false;
   try {
-    TakeReports(workers_[0].Task(&TrainWorker::Poll).Remote(wait_ms).Get(timeout));
+    checkpointed_ = TakeReports(workers_[0].Task(&TrainWorker::Poll).Remote(wait_ms).Get(timeout));
     return true;
   } catch (const RaioException&) {
     return false;
   }
 }
 
+void Attempt::RemoveProbe() {
+  if (probe_.Empty()) return;
+  try {
+    RemovePlacementGroup(probe_.GetID());
+  } catch (const RaioException&) {
+  }
+  probe_ = PlacementGroup();
+  probe_created_ = false;
+}
+
+bool Attempt::ShouldGrow(bool checkpointed) {
+  if (n_ >= scaling_.num_workers) return false;
+  const auto now = Clock::now();
+  if (probe_.Empty()) {
+    if (now < next_probe_) return false;
+    PlacementGroupCreationOptions options;
+    options.bundles.assign(1, per_worker_);
+    try {
+      probe_ = CreatePlacementGroup(options);
+      probe_started_ = now;
+    } catch (const RaioException& e) {
+      std::cerr << "raio.train: cannot probe for free resources: " << e.what() << "\n";
+      next_probe_ = now + kProbeBackoff;
+    }
+    return false;
+  }
+  if (!probe_created_) {
+    try {
+      probe_created_ = probe_.GetState() == PlacementGroupState::CREATED;
+    } catch (const RaioException&) {
+    }
+    if (!probe_created_ && now - probe_started_ >= kProbeWindow) {
+      RemoveProbe();
+      next_probe_ = now + kProbeBackoff;
+    }
+    return false;  // a checkpoint after the probe was created, not the one before
+  }
+  return checkpointed;
+}
+
 void Attempt::TearDown() {
+  RemoveProbe();
   for (const auto& worker : workers_) {
     try {
       worker.Kill(/*no_restart=*/true);
@@ -199,13 +324,15 @@ void Attempt::TearDown() {
   }
 }
 
-AttemptEnd Attempt::Run(internal::WorkerInit base) {
+AttemptEnd Attempt::Run(internal::WorkerInit base, const Datasets& datasets) {
   if (AttemptEnd end = Reserve(); !end.status.ok()) return end;
-  const int n = scaling_.num_workers;
+  const int n = n_;
+  result_.world_sizes.push_back(n);
   try {
     for (int rank = 0; rank < n; ++rank) {
       internal::WorkerInit init = base;
       init.world_rank = rank;
+      init.world_size = n;
       workers_.push_back(raio::Actor(TrainWorker::Create)
                              .SetPlacementGroup(group_, rank)
                              .SetResources(per_worker_)
@@ -235,6 +362,7 @@ AttemptEnd Attempt::Run(internal::WorkerInit base) {
     args.local_rank = seen_on_node[infos_[rank].node_id]++;
     args.local_world_size = node_size[infos_[rank].node_id];
     args.node_rank = node_rank[infos_[rank].node_id];
+    for (const auto& [name, rows] : datasets) args.dataset_shards[name] = Shard(rows, n, rank);
     runs.push_back(workers_[rank].Task(&TrainWorker::Run).Remote(args));
   }
 
@@ -243,6 +371,7 @@ AttemptEnd Attempt::Run(internal::WorkerInit base) {
   std::vector<std::string> deaths(n);
   int settled = 0;
   bool failed = false;
+  bool grow = false;
   auto settle = [&](std::optional<std::chrono::milliseconds> wait) {
     std::vector<ObjectRef<RunOutcome>> pending;
     for (int r = 0; r < n; ++r) {
@@ -272,6 +401,17 @@ AttemptEnd Attempt::Run(internal::WorkerInit base) {
                ? std::nullopt
                : std::optional<std::chrono::milliseconds>(std::chrono::milliseconds(kPollWaitMs)));
     if (failed || settled == n) break;
+    if (rank0_alive && ShouldGrow(checkpointed_)) {
+      grow = true;
+      break;
+    }
+  }
+  if (grow) {
+    std::cerr << "raio.train: resources for more workers are free; restarting the group of " << n
+              << " from its latest checkpoint with up to " << scaling_.num_workers << "\n";
+    AttemptEnd end;
+    end.resize = true;
+    return end;
   }
   if (failed) settle(std::chrono::duration_cast<std::chrono::milliseconds>(kFailureGrace));
   PollReports(0, std::chrono::seconds(2));  // what rank 0 reported last, if it is alive
@@ -301,11 +441,12 @@ AttemptEnd Attempt::Run(internal::WorkerInit base) {
 }  // namespace
 
 Trainer::Trainer(TrainFunction train_fn, ScalingConfig scaling_config, RunConfig run_config,
-                 nlohmann::json train_loop_config)
+                 nlohmann::json train_loop_config, Datasets datasets)
     : train_fn_(train_fn),
       scaling_(std::move(scaling_config)),
       run_(std::move(run_config)),
-      train_loop_config_(std::move(train_loop_config)) {}
+      train_loop_config_(std::move(train_loop_config)),
+      datasets_(std::move(datasets)) {}
 
 Result Trainer::Fit() {
   Result result;
@@ -323,6 +464,12 @@ Result Trainer::Fit() {
   if (scaling_.num_workers < 1) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("ScalingConfig.num_workers must be at least 1, got ", scaling_.num_workers)));
+  }
+  if (scaling_.min_workers &&
+      (*scaling_.min_workers < 1 || *scaling_.min_workers > scaling_.num_workers)) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "ScalingConfig.min_workers must be in [1, num_workers = ", scaling_.num_workers, "], got ",
+        *scaling_.min_workers)));
   }
   if (run.failure_config.max_failures < -1) {
     return fail(absl::InvalidArgumentError(
@@ -352,7 +499,6 @@ Result Trainer::Fit() {
   internal::WorkerInit base;
   base.function_name = *function_name;
   base.config_json = train_loop_config_.dump();
-  base.world_size = scaling_.num_workers;
   base.num_threads = std::max(1, static_cast<int>(per_worker.count("CPU") ? per_worker["CPU"] : 1));
   base.experiment_name = run.name;
   base.run_path = result.path;
@@ -364,13 +510,14 @@ Result Trainer::Fit() {
     base.next_checkpoint_index = checkpoints->next_index();
     AttemptEnd end;
     {
-      Attempt group(scaling_, per_worker, *checkpoints, result);
-      end = group.Run(base);
+      Attempt group(scaling_, run, per_worker, *checkpoints, result);
+      end = group.Run(base, datasets_);
     }  // workers killed, group removed
     // Checkpoints rank 0 persisted but could not report (it died first) count as reports.
     if (absl::StatusOr<std::vector<Checkpoint>> fresh = checkpoints->Rescan(); fresh.ok()) {
       for (const Checkpoint& c : *fresh) result.metrics_history.push_back(c.metrics);
     }
+    if (end.resize) continue;  // elastic growth: not a failure
     if (end.status.ok()) break;
     if (!end.retryable) {
       result.error = end.status;

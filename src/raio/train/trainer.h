@@ -32,6 +32,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -48,14 +49,38 @@ class TrainContext;
 // Reported metrics: name -> value (loss, accuracy, epoch, step, ...).
 using Metrics = std::map<std::string, double>;
 
+// A dataset handed to the workers: its rows, each an opaque string (a JSON line, a file
+// path, a record), and the Trainer's datasets by name (Ray's `datasets={"train": ds}`).
+// Each worker gets its shard (TrainContext::GetDatasetShard): the rows at positions rank,
+// rank + world size, ... of the dataset padded by repeating its first rows to a multiple
+// of the world size, so that every rank gets ceil(rows / world size) rows (PyTorch's
+// DistributedSampler without shuffling, drop_last false). Shards are cut again whenever the
+// world size changes (elastic training). Rows travel to each worker through the object
+// store with its shard: keep them small (paths, not file contents, for large data).
+using Dataset = std::vector<std::string>;
+using Datasets = std::map<std::string, Dataset>;
+
 // The per-worker training function. It may throw: the exception fails Fit() with the
 // worker's rank, the exception's type and message (not retried).
 using TrainFunction = void (*)(TrainContext&);
 
 // How many workers and what each holds (Ray's ScalingConfig).
 struct ScalingConfig {
-  // Workers started together, world size of the process group; >= 1.
+  // Workers started together, world size of the process group; >= 1. With min_workers,
+  // the most workers the group grows to.
   int num_workers = 1;
+  // Elastic training (Ray Train's num_workers=(min, max)): the fewest workers the group runs
+  // with, in [1, num_workers] [nullopt: always exactly num_workers]. Fit() starts with as
+  // many workers as the cluster can hold now, trying num_workers, then one fewer each time a
+  // group of that size is not created within 2 s, down to min_workers (which it waits for as
+  // a fixed-size group would, see placement_timeout). After a worker is lost, the group
+  // restarts (a failure, FailureConfig) with as many workers as fit then, so it continues
+  // with fewer when the lost one cannot be replaced. While below num_workers, the trainer
+  // keeps a one-bundle probe group pending at the head; once the cluster creates it (a
+  // worker's resources are free), the trainer restarts the group at the next checkpoint
+  // with as many workers as then fit (not a failure). Every start resumes from the latest
+  // checkpoint; the world size and the data shards change with the size.
+  std::optional<int> min_workers{};
   // What each worker's bundle reserves and its actor holds, e.g. {{"CPU", 2}}
   // [empty: {{"CPU", 1}}]. CPU in cores (the worker runs libtorch with that many threads,
   // at least 1), memory in bytes.
@@ -101,6 +126,11 @@ struct RunConfig {
   std::string storage_path{};
   CheckpointConfig checkpoint_config{};
   FailureConfig failure_config{};
+  // Called in the driver, on Fit()'s thread, with each report of rank 0 as the trainer
+  // receives it (within ~0.1 s), e.g. to print progress [none]. Must not block for long:
+  // the trainer watches its workers between calls. An exception it throws is caught and
+  // printed to stderr; training goes on.
+  std::function<void(const Metrics&)> on_report{};
 };
 
 // A persisted checkpoint: a directory on storage.
@@ -131,9 +161,13 @@ struct Result {
   std::string path;
   // Worker-group restarts after failures.
   int num_failures = 0;
+  // The number of workers of each start of the group, in order (one entry without failures
+  // or elastic resizing).
+  std::vector<int> world_sizes;
   // OK when training finished on every worker. Otherwise: InvalidArgument (bad config),
   // FailedPrecondition (no cluster can meet the scaling config: the message names the
-  // demand; storage not writable: the message names the path; raio not initialized, or the
+  // demand, with min_workers the minimum's; storage not writable: the message names the
+  // path; raio not initialized, or the
   // function not registered), DeadlineExceeded (placement_timeout), Unknown (the training
   // function threw: "worker rank R raised TYPE: MESSAGE"), Unavailable (workers died more
   // than max_failures times: the message names the last cause and the rank).
@@ -143,9 +177,10 @@ struct Result {
 class Trainer {
  public:
   // `train_fn` must be registered (RAIO_TRAIN_FUNCTION); `train_loop_config` reaches every
-  // worker as TrainContext::GetConfig(). Nothing is checked or started until Fit().
+  // worker as TrainContext::GetConfig(); `datasets` reach them sharded by rank
+  // (TrainContext::GetDatasetShard). Nothing is checked or started until Fit().
   Trainer(TrainFunction train_fn, ScalingConfig scaling_config, RunConfig run_config,
-          nlohmann::json train_loop_config = nlohmann::json::object());
+          nlohmann::json train_loop_config = nlohmann::json::object(), Datasets datasets = {});
 
   // Runs the training: checks the configs and the storage (before any worker starts),
   // reserves the placement group, starts the workers, waits for them, and restarts the
@@ -158,6 +193,7 @@ class Trainer {
   ScalingConfig scaling_;
   RunConfig run_;
   nlohmann::json train_loop_config_;
+  Datasets datasets_;
 };
 
 // Registers `fn` under `name` so that worker processes find it. Returns true (for use in a

@@ -120,6 +120,7 @@ RunOutcome TrainWorker::Run(RunArgs args) {
   info.local_rank = args.local_rank;
   info.local_world_size = args.local_world_size;
   info.node_rank = args.node_rank;
+  info.dataset_shards = std::move(args.dataset_shards);
   info.attempt = init_.attempt;
   info.experiment_name = init_.experiment_name;
   info.run_path = init_.run_path;

@@ -55,7 +55,8 @@ struct RunArgs {
   int local_rank = 0;
   int local_world_size = 1;
   int node_rank = 0;
-  RAIO_SERIALIZE(store_host, store_port, local_rank, local_world_size, node_rank);
+  Datasets dataset_shards;  // this rank's shard of each dataset
+  RAIO_SERIALIZE(store_host, store_port, local_rank, local_world_size, node_rank, dataset_shards);
 };
 
 // How Run ended. An exception of the training function, or of the rendezvous, is a value

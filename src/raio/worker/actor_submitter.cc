@@ -247,11 +247,17 @@ void ActorSubmitter::OnReply(const ActorId& id, uint32_t incarnation, uint64_t s
   }
 }
 
-void ActorSubmitter::OnKilled(const ActorId& id) {
+std::optional<uint32_t> ActorSubmitter::AliveIncarnation(const ActorId& id) const {
   auto it = actors_.find(id);
-  if (it == actors_.end()) return;
+  if (it == actors_.end() || it->second.state != Actor::State::kAlive) return std::nullopt;
+  return it->second.incarnation;
+}
+
+void ActorSubmitter::OnKilled(const ActorId& id, std::optional<uint32_t> killed) {
+  auto it = actors_.find(id);
+  if (it == actors_.end() || !killed) return;
   Actor& actor = it->second;
-  if (actor.state != Actor::State::kAlive) return;
+  if (actor.state != Actor::State::kAlive || actor.incarnation != *killed) return;
   // Its connection is left to close by itself (its callbacks take mu_); the calls in
   // flight on it fail then.
   actor.state = Actor::State::kResolving;

@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "raio/actor.pb.h"
@@ -46,9 +47,17 @@ class ActorSubmitter {
   // What the actor call returning `id` is waiting for, for a Get that timed out ("" when
   // it is not a pending call of this process's).
   std::string DescribePending(const ObjectId& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The node has ended the actor's process (Kill): calls submitted from now on wait for
-  // its next incarnation (or its death) instead of going to the dying process.
-  void OnKilled(const ActorId& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The incarnation of `actor` this process sends calls to now; nullopt while it is not
+  // alive here (pending creation, restarting, dead, or unknown).
+  std::optional<uint32_t> AliveIncarnation(const ActorId& actor) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The node has ended the actor's process (Kill) that was incarnation `killed` (what
+  // AliveIncarnation said before the kill): calls submitted from now on wait for its next
+  // incarnation (or its death) instead of going to the dying process. Nothing when the
+  // actor was not alive then, or is alive here at a later incarnation already (the restart
+  // finished before the kill's reply was taken).
+  void OnKilled(const ActorId& actor, std::optional<uint32_t> killed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Node `node_id_hex` died: the connections to the actors that ran there are closed (a
   // process of a node cut off or paused may still answer; the head restarts the actor
   // elsewhere), so that their calls follow the next incarnation.

@@ -185,6 +185,14 @@ void CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
   proto::KillActorRequest req;
   req.set_actor_id(actor.Binary());
   req.set_no_restart(no_restart);
+  // The incarnation this kill ends, as this process knows it: a restart may be up (and
+  // known here) before the reply is taken below, and must not be taken for the dying one.
+  std::optional<uint32_t> killed;
+  {
+    OutboxLock lock(&mu_, &outbox_);
+    actor_submitter_.AssertHeld();
+    killed = actor_submitter_.AliveIncarnation(actor);
+  }
   auto reply = rpc::CallSync(*node_, proto::KILL_ACTOR, req, config::control_rpc_timeout_ms());
   if (!reply.ok()) {
     throw ClusterUnavailableError(
@@ -194,7 +202,7 @@ void CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
   // never to the dying process.
   OutboxLock lock(&mu_, &outbox_);
   actor_submitter_.AssertHeld();
-  if (!shut_down_) actor_submitter_.OnKilled(actor);
+  if (!shut_down_) actor_submitter_.OnKilled(actor, killed);
 }
 
 std::optional<ActorId> CoreWorker::GetNamedActor(const std::string& name, const std::string& ns,
