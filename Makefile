@@ -10,7 +10,7 @@ TSAN_DIR ?= build-tsan
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 20
 
-.PHONY: deps build demo test bench bench-llm bench-train bench-peers release sanitize sanitize-build \
+.PHONY: deps build demo lora test bench bench-llm bench-train bench-peers release sanitize sanitize-build \
   tsan tsan-build flake-hunt fuzz clean format
 
 deps:
@@ -26,6 +26,12 @@ build: deps $(BUILD_DIR)/build.ninja
 # hyperparameter search on the UCI digits data set (examples/digits).
 demo: build
 	$(BUILD_DIR)/examples/digits/digits
+
+# LoRA fine-tuning of the bundled stories260K model on quiz questions from bsdgames, with
+# raio::train (2 data-parallel workers, a checkpoint per epoch) and the adapter served by
+# the LLM engine (examples/lora). Each run gets a fresh name under $(BUILD_DIR)/lora_runs.
+lora: build
+	$(BUILD_DIR)/examples/lora/lora_quiz --storage $(abspath $(BUILD_DIR))/lora_runs
 
 # Unit, integration and chaos tests (everything but the `slow` label).
 # A failed test is rerun once with only its failed cases; one that then passes is reported

@@ -36,7 +36,7 @@ set(RAIO_HEAVY_TEST_PATTERNS
   "^raio_chaos_test$" "^raio_multinode_test$" "^raio_multinode_actor_test$"
   "^raio_netns_test$" "^raio_standalone_test$" "^raio_regression_test$"
   "^raio_placement_group_test$" "^raio_node_failure_test$" "^raio_lineage_test$"
-  "^jobs_.*_test$" "^train_trainer_.*_test$" "^llm_server.*_test$"
+  "^jobs_.*_test$" "^train_trainer_.*_test$" "^train_lora_example_test$" "^llm_server.*_test$"
   "^install_standalone_project$" "^digits_")
 
 # Called at the end of each CMakeLists.txt that declares tests (set_tests_properties only

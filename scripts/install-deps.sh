@@ -12,6 +12,7 @@ PKGS=(
   libarchive-dev          # the jobs API: working directories as zip archives (src/raio/jobs)
   iproute2                # `ip`: tests/integration/test_hosts.h makes test hosts in network namespaces
   python3-sklearn         # ships the UCI digits CSV used by the main example
+  bsdgames                # quiz(6) question/answer files: the LoRA example's data (examples/lora)
   clang libclang-rt-14-dev  # `make fuzz`: clang with libFuzzer and the sanitizer runtimes
   libtorch-dev libsentencepiece-dev  # src/raio/llm: model runtime (CPU libtorch 1.13.1), tokenizer
   libgloo-dev             # src/raio/train: c10d's ProcessGroupGloo.hpp includes Gloo's headers
