@@ -54,14 +54,25 @@ JobsServer StartJobsServer(const JobsServerOptions& options, const std::string& 
                                    "--state-dir", state_dir,   "--host",
                                    options.host,  "--port",    std::to_string(options.port),
                                    "--ready-fd",  "3"};
+  if (!options.redis_address.empty()) {
+    args.insert(args.end(), {"--redis-address", options.redis_address,
+                             "--external-storage-namespace", options.storage_namespace});
+  }
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view kv(*e);
+    // The storage settings travel as the options say, not as inherited.
     if (kv.starts_with("RAIO_ADDRESS=") || kv.starts_with("RAIO_NODE_ID=") ||
-        kv.starts_with("RAIO_WORKER_MODE=")) {
+        kv.starts_with("RAIO_WORKER_MODE=") || kv.starts_with("RAIO_REDIS_ADDRESS=") ||
+        kv.starts_with("RAIO_REDIS_PASSWORD=") ||
+        kv.starts_with("RAIO_EXTERNAL_STORAGE_NAMESPACE=")) {
       continue;
     }
     env.emplace_back(kv);
+  }
+  // In the environment, not argv: /proc/PID/cmdline is readable by every user.
+  if (!options.redis_password.empty()) {
+    env.push_back("RAIO_REDIS_PASSWORD=" + options.redis_password);
   }
   // Its driver attaches to the head's node, whatever else runs on this host.
   env.push_back("RAIO_NODE_ID=" + node_id);

@@ -3,6 +3,8 @@
 //   raio start --head [--host H] [--port P] [--num-cpus N] [--num-gpus N]
 //                     [--memory BYTES] [--resources JSON] [--block]
 //                     [--include-dashboard BOOL] [--dashboard-host H] [--dashboard-port P]
+//                     [--redis-address HOST:PORT|unix:///PATH] [--redis-password PW]
+//                     [--external-storage-namespace NS]
 //                     [--memory-usage-threshold FRACTION]
 //                     [--memory-usage-threshold-bytes BYTES]
 //                     [--system-config JSON]
@@ -232,6 +234,20 @@ int RunDaemon(const raio::api::LocalClusterOptions& base, int ready_fd, const st
                                    (*cluster)->session_dir() + "/jobs");
     dashboard_line = jobs_server.error.empty() ? "dashboard " + jobs_server.address
                                                : "dashboard-error " + jobs_server.error;
+    if (!jobs_server.error.empty() && !g_jobs_server.redis_address.empty()) {
+      // Asked to keep its jobs in Redis, the head does not run without them.
+      RAIO_LOG_ERROR("the jobs API cannot start: {}", jobs_server.error);
+      const std::string why = jobs_server.error;
+      (*cluster)->Stop();
+      const std::string message = absl::StrCat("error: ", why);
+      if (ready_fd >= 0) {
+        (void)!::write(ready_fd, message.data(), message.size());
+        ::close(ready_fd);
+      } else {
+        std::cout << message << std::endl;
+      }
+      return 1;
+    }
     if (!jobs_server.error.empty()) {
       RAIO_LOG_WARN("the jobs API is off: {}", jobs_server.error);
     }
@@ -595,6 +611,18 @@ int main(int argc, char** argv) {
   start->add_option("--dashboard-port", g_jobs_server.port, "port of the jobs API (0 = any free)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  // Ray's GCS fault tolerance: RAY_REDIS_ADDRESS, --redis-password,
+  // RAY_external_storage_namespace.
+  std::string redis_address, redis_password, storage_namespace;
+  start->add_option("--redis-address", redis_address,
+                    "with --head: keep the jobs API's records and logs in this Redis (HOST:PORT "
+                    "or unix:///PATH), so that they survive a head restart (default: "
+                    "RAIO_REDIS_ADDRESS, else files in the head's session)");
+  start->add_option("--redis-password", redis_password,
+                    "password of that Redis (default: RAIO_REDIS_PASSWORD)");
+  start->add_option("--external-storage-namespace", storage_namespace,
+                    "prefix of this cluster's keys in that Redis: one head per namespace "
+                    "(default: RAIO_EXTERNAL_STORAGE_NAMESPACE, else raio)");
   auto* stop = app.add_subcommand("stop", "stop the cluster started by `raio start`");
   std::string address;
   bool json = false;
@@ -677,6 +705,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (!join_address.empty()) {
+      if (!redis_address.empty() || !redis_password.empty() || !storage_namespace.empty()) {
+        std::cerr << "raio start: --redis-address, --redis-password and "
+                     "--external-storage-namespace are the head's (its jobs API's storage)\n";
+        return 2;
+      }
       if (!system_config_json.empty()) {
         std::cerr << "raio start: --system-config is the head's: a joining node takes the "
                      "cluster's configuration\n";
@@ -700,6 +733,20 @@ int main(int argc, char** argv) {
     } else {
       start_options.port = port;
       start_options.fail_infeasible = false;
+      auto from_env = [](std::string& value, const char* name) {
+        if (const char* v = std::getenv(name); value.empty() && v != nullptr) value = v;
+      };
+      if (!redis_address.empty() && !g_jobs_server.enabled) {
+        std::cerr << "raio start: --redis-address keeps the jobs API's records; it needs the "
+                     "jobs API (--include-dashboard true)\n";
+        return 2;
+      }
+      from_env(redis_address, "RAIO_REDIS_ADDRESS");
+      from_env(redis_password, "RAIO_REDIS_PASSWORD");
+      from_env(storage_namespace, "RAIO_EXTERNAL_STORAGE_NAMESPACE");
+      g_jobs_server.redis_address = g_jobs_server.enabled ? redis_address : "";
+      g_jobs_server.redis_password = redis_password;
+      if (!storage_namespace.empty()) g_jobs_server.storage_namespace = storage_namespace;
       if (g_jobs_server.enabled && !raio::cli::IsLoopbackHost(g_jobs_server.host)) {
         std::cerr << "raio start: WARNING: the jobs API listens on " << g_jobs_server.host << ":"
                   << g_jobs_server.port

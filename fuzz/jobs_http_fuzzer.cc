@@ -33,7 +33,7 @@ class MemoryBackend : public raio::jobs::JobBackend {
     if (it == jobs_.end()) return absl::NotFoundError(id);
     return it->second;
   }
-  std::vector<JobRecord> List() override {
+  absl::StatusOr<std::vector<JobRecord>> List() override {
     std::vector<JobRecord> out;
     for (auto& [k, v] : jobs_) out.push_back(v);
     return out;

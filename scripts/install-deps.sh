@@ -10,6 +10,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev libhiredis-dev libeigen3-dev
   libssl-dev              # libcrypto: SHA-256 of job packages
   libarchive-dev          # the jobs API: working directories as zip archives (src/raio/jobs)
+  redis-server            # the jobs API's Redis storage: its tests run a redis-server
   iproute2                # `ip`: tests/integration/test_hosts.h makes test hosts in network namespaces
   python3-sklearn         # ships the UCI digits CSV used by the main example
   bsdgames                # quiz(6) question/answer files: the LoRA example's data (examples/lora)

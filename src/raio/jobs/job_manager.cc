@@ -33,29 +33,6 @@ std::string NewSubmissionId() {
   return id;
 }
 
-// Writes `data` to `path` through a temporary file renamed into place.
-absl::Status WriteFileAtomically(const std::string& path, std::string_view data) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return absl::InternalError(absl::StrCat("cannot write ", tmp, ": disk full?"));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp));
-  }
-  return absl::OkStatus();
-}
-
 // Packages named as the CLI names them carry their content's SHA-256.
 std::optional<std::string> DigestInName(const std::string& name) {
   constexpr std::string_view kPrefix = "_raio_pkg_";
@@ -68,18 +45,25 @@ std::optional<std::string> DigestInName(const std::string& name) {
 
 }  // namespace
 
-JobManager::JobManager(JobManagerOptions options) : options_(std::move(options)) {}
+JobManager::JobManager(JobManagerOptions options, std::unique_ptr<JobStore> store)
+    : options_(std::move(options)), store_(std::move(store)) {}
 
-absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(JobManagerOptions options) {
+absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(JobManagerOptions options,
+                                                               std::unique_ptr<JobStore> store) {
   std::error_code ec;
-  for (const char* sub : {"", "/logs", "/packages"}) {
+  for (const char* sub : {"", "/packages"}) {
     fs::create_directories(options.state_dir + sub, ec);
     if (ec) {
       return absl::InternalError(
           absl::StrCat("cannot create ", options.state_dir, sub, ": ", ec.message()));
     }
   }
-  std::unique_ptr<JobManager> m(new JobManager(std::move(options)));
+  if (store == nullptr) {
+    auto files = FileJobStore::Create(options.state_dir);
+    if (!files.ok()) return files.status();
+    store = std::move(*files);
+  }
+  std::unique_ptr<JobManager> m(new JobManager(std::move(options), std::move(store)));
   if (absl::Status s = m->Load(); !s.ok()) return s;
   return m;
 }
@@ -87,33 +71,31 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(JobManagerOptions
 JobManager::~JobManager() { Stop(); }
 
 absl::Status JobManager::Load() {
-  const std::string path = options_.state_dir + "/jobs.json";
-  std::ifstream in(path);
-  if (!in) return absl::OkStatus();
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_array()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON array of jobs"));
-  }
-  bool changed = false;
+  auto records = store_->LoadRecords();
+  if (!records.ok()) return records.status();
+  std::vector<std::string> changed;
   {
     std::lock_guard<std::mutex> l(mu_);
-    for (const auto& item : j) {
-      auto r = JobRecord::FromJson(item);
-      if (!r.ok()) return r.status();
-      if (!IsTerminal(r->status)) {
-        r->message = absl::StrCat("the jobs server restarted while the job was ",
-                                  JobStatusName(r->status), "; the job ended with it");
-        r->status = JobStatus::kFailed;
-        r->error_type = "JOB_SUPERVISOR_ACTOR_DIED";
-        r->end_time_ms = NowMs();
-        changed = true;
+    for (JobRecord& r : *records) {
+      if (!IsTerminal(r.status)) {
+        // Its supervisor ended with the server that ran it.
+        r.message = absl::StrCat("the ", std::string(store_->RestartedWhat()),
+                                 " restarted while the job was ", JobStatusName(r.status),
+                                 "; the job ended with it");
+        r.status = JobStatus::kFailed;
+        r.error_type = "JOB_SUPERVISOR_ACTOR_DIED";
+        r.end_time_ms = NowMs();
+        changed.push_back(r.submission_id);
       }
-      order_.push_back(r->submission_id);
-      records_[r->submission_id] = std::move(*r);
+      if (!records_.contains(r.submission_id)) order_.push_back(r.submission_id);
+      records_[r.submission_id] = std::move(r);
     }
-    ++version_;
   }
-  if (changed) Persist();
+  for (const std::string& id : changed) {
+    if (absl::Status s = Persist(id); !s.ok()) return s;
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  store_connections_ = store_->Connections();
   return absl::OkStatus();
 }
 
@@ -156,9 +138,6 @@ absl::Status JobManager::EnsureInit() {
   return absl::OkStatus();
 }
 
-std::string JobManager::LogPath(const std::string& id) const {
-  return absl::StrCat(options_.state_dir, "/logs/", id, ".log");
-}
 std::string JobManager::PackagePath(const std::string& name) const {
   return absl::StrCat(options_.state_dir, "/packages/", name);
 }
@@ -210,9 +189,17 @@ absl::StatusOr<std::string> JobManager::Submit(SubmitRequest request) {
     request.submission_id = id;
     records_[id] = NewRecord(request, NowMs());
     order_.push_back(id);
-    ++version_;
   }
-  ::close(::open(LogPath(id).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  // Recorded before it runs: a job the store does not hold is not started.
+  absl::Status stored = store_->ResetLog(id);
+  if (stored.ok()) stored = Persist(id);
+  if (!stored.ok()) {
+    std::lock_guard<std::mutex> l(mu_);
+    records_.erase(id);
+    dirty_.erase(id);
+    order_.erase(std::remove(order_.begin(), order_.end(), id), order_.end());
+    return stored;
+  }
   SupervisorSpec spec{id, request.entrypoint, options_.head_address, request.runtime_env.env_vars,
                       archive.has_value()};
   try {
@@ -236,12 +223,18 @@ absl::StatusOr<std::string> JobManager::Submit(SubmitRequest request) {
            "JOB_SUPERVISOR_ACTOR_START_FAILURE");
     return id;
   }
-  Persist();
   return id;
 }
 
 void JobManager::MonitorLoop() {
+  auto next_retry = std::chrono::steady_clock::now();
   for (;;) {
+    // What the store refused is written again at most every 200 ms, so a store that is
+    // down costs no busy loop.
+    if (std::chrono::steady_clock::now() >= next_retry) {
+      next_retry = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      RetryStore();
+    }
     std::vector<std::string> ids;
     std::vector<ObjectRef<SupervisorPoll>> refs;
     {
@@ -296,10 +289,65 @@ void JobManager::OnPoll(const std::string& id, const ObjectRef<SupervisorPoll>& 
     }
     return;
   }
+  HandlePoll(id, std::move(p));
+}
+
+void JobManager::RetryStore() {
+  WriteDirtyRecords();
+  std::vector<std::pair<std::string, SupervisorPoll>> unstored;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [id, a] : active_) {
+      if (a.unstored) {
+        unstored.emplace_back(id, std::move(*a.unstored));
+        a.unstored.reset();
+      }
+    }
+  }
+  for (auto& [id, p] : unstored) HandlePoll(id, std::move(p), /*retry=*/true);
+}
+
+void JobManager::WriteDirtyRecords() {
+  const uint64_t connections = store_->Connections();
+  std::vector<std::string> dirty;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (connections != store_connections_) {
+      // A new connection may reach a new server that lost what the old one held.
+      dirty_.insert(order_.begin(), order_.end());
+      store_connections_ = connections;
+    }
+    dirty.assign(dirty_.begin(), dirty_.end());
+  }
+  for (const std::string& id : dirty) {
+    if (!Persist(id).ok()) break;  // still down: the next round tries again
+  }
+}
+
+absl::Status JobManager::CheckStore() {
+  if (absl::Status s = store_->Check(); !s.ok()) return s;
+  WriteDirtyRecords();
+  return absl::OkStatus();
+}
+
+void JobManager::HandlePoll(const std::string& id, SupervisorPoll p, bool retry) {
   // The log copy grows first, so that a reader who sees the job terminal has all of it.
+  // When the store refuses the bytes, nothing else of this answer is applied yet: the
+  // monitor hands it back here (RetryStore) until the store takes them.
   if (!p.logs.empty()) {
-    std::ofstream out(LogPath(id), std::ios::binary | std::ios::app);
-    out.write(p.logs.data(), static_cast<std::streamsize>(p.logs.size()));
+    const uint64_t from = p.next_offset - std::min<uint64_t>(p.next_offset, p.logs.size());
+    if (absl::Status s = store_->AppendLog(id, from, p.logs); !s.ok()) {
+      if (!retry) {  // once per outage, not every 200 ms
+        spdlog::warn("jobs: cannot store the log of {} (retrying): {}", id,
+                     std::string(s.message()));
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      if (auto it = active_.find(id); it != active_.end()) {
+        it->second.poll.reset();
+        it->second.unstored = std::move(p);
+      }
+      return;
+    }
   }
   ActorHandle<JobSupervisor> supervisor;
   bool stop_requested = false;
@@ -320,7 +368,6 @@ void JobManager::OnPoll(const std::string& id, const ObjectRef<SupervisorPoll>& 
       rec->second.message = "Job is currently running.";
       rec->second.start_time_ms = p.start_time_ms;
       rec->second.driver_node_id = p.node_id;
-      ++version_;
       changed = true;
     }
     a.poll.reset();
@@ -339,7 +386,7 @@ void JobManager::OnPoll(const std::string& id, const ObjectRef<SupervisorPoll>& 
       std::lock_guard<std::mutex> l(mu_);
       if (auto it = active_.find(id); it != active_.end()) it->second.poll = std::move(next);
     }
-    if (changed) Persist();
+    if (changed) (void)Persist(id);  // a refused write is retried by the monitor
     return;
   }
   if (!p.start_error.empty()) {
@@ -372,15 +419,13 @@ void JobManager::OnPoll(const std::string& id, const ObjectRef<SupervisorPoll>& 
 }
 
 std::string JobManager::LastLogLines(const std::string& id, size_t max_bytes) const {
-  std::ifstream in(LogPath(id), std::ios::binary | std::ios::ate);
-  if (!in) return "";
-  const std::streamoff size = in.tellg();
-  const std::streamoff from =
-      std::max<std::streamoff>(0, size - static_cast<std::streamoff>(max_bytes));
-  in.seekg(from);
-  std::string tail(static_cast<size_t>(size - from), '\0');
-  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
-  if (from > 0) {
+  auto size = store_->ReadLog(id, 0, 0);
+  if (!size.ok()) return "";
+  const uint64_t from = size->size - std::min<uint64_t>(size->size, max_bytes);
+  auto log = store_->ReadLog(id, from, max_bytes);
+  if (!log.ok()) return "";
+  std::string tail = std::move(log->data);
+  if (log->offset > 0) {
     if (auto nl = tail.find('\n'); nl != std::string::npos) tail = tail.substr(nl + 1);
   }
   return tail;
@@ -398,39 +443,48 @@ void JobManager::Finish(const std::string& id, JobStatus status, std::string mes
     rec->second.driver_exit_code = exit_code;
     rec->second.error_type = std::move(error_type);
     rec->second.end_time_ms = NowMs();
-    ++version_;
   }
-  Persist();
+  (void)Persist(id);  // a refused write is retried by the monitor
 }
 
-void JobManager::Persist() {
-  nlohmann::json all = nlohmann::json::array();
-  uint64_t version = 0;
+absl::Status JobManager::Persist(const std::string& id) {
+  std::lock_guard<std::mutex> pl(persist_mu_);
+  std::optional<JobRecord> record;
   {
     std::lock_guard<std::mutex> l(mu_);
-    version = version_;
-    for (const std::string& id : order_) all.push_back(records_[id].ToJson());
+    auto it = records_.find(id);
+    if (it == records_.end()) {  // deleted meanwhile
+      dirty_.erase(id);
+      return absl::OkStatus();
+    }
+    record = it->second;
   }
-  std::lock_guard<std::mutex> l(persist_mu_);
-  if (version <= persisted_version_) return;  // a newer table was written meanwhile
-  absl::Status s =
-      WriteFileAtomically(options_.state_dir + "/jobs.json",
-                          all.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  if (!s.ok()) {
-    spdlog::warn("jobs: cannot persist the job table: {}", std::string(s.message()));
-    return;
+  absl::Status s = store_->PutRecord(*record);
+  std::lock_guard<std::mutex> l(mu_);
+  if (s.ok()) {
+    dirty_.erase(id);
+  } else {
+    if (dirty_.empty()) {
+      spdlog::warn("jobs: cannot store the record of {}: {}", id, std::string(s.message()));
+    }
+    dirty_.insert(id);
   }
-  persisted_version_ = version;
+  return s;
 }
 
+// Reads answer from the records in memory (the manager is their only writer), but only
+// while the store answers: a jobs API whose storage is gone says so (503) rather than
+// show what it cannot keep.
 absl::StatusOr<JobRecord> JobManager::Get(const std::string& id) {
+  if (absl::Status s = CheckStore(); !s.ok()) return s;
   std::lock_guard<std::mutex> l(mu_);
   auto it = records_.find(id);
   if (it == records_.end()) return absl::NotFoundError(absl::StrCat("no job with id '", id, "'"));
   return it->second;
 }
 
-std::vector<JobRecord> JobManager::List() {
+absl::StatusOr<std::vector<JobRecord>> JobManager::List() {
+  if (absl::Status s = CheckStore(); !s.ok()) return s;
   std::lock_guard<std::mutex> l(mu_);
   std::vector<JobRecord> out;
   out.reserve(order_.size());
@@ -449,22 +503,18 @@ absl::StatusOr<LogChunk> JobManager::ReadLogs(const std::string& id, uint64_t of
     }
     terminal = IsTerminal(it->second.status);
   }
+  auto log = store_->ReadLog(id, offset, max_bytes);
+  if (!log.ok()) return log.status();
   LogChunk c;
-  c.next_offset = offset;
-  std::ifstream in(LogPath(id), std::ios::binary | std::ios::ate);
-  const uint64_t size = in ? static_cast<uint64_t>(in.tellg()) : 0;
-  if (size > offset) {
-    in.seekg(static_cast<std::streamoff>(offset));
-    c.data.resize(std::min(size - offset, max_bytes));
-    in.read(c.data.data(), static_cast<std::streamsize>(c.data.size()));
-    c.data.resize(static_cast<size_t>(in.gcount()));
-    c.next_offset = offset + c.data.size();
-  }
-  c.complete = terminal && c.next_offset >= size;
+  // A store that dropped the log's front starts at its oldest byte kept.
+  c.next_offset = std::max(offset, log->offset) + log->data.size();
+  c.data = std::move(log->data);
+  c.complete = terminal && c.next_offset >= log->size;
   return c;
 }
 
 absl::StatusOr<bool> JobManager::Stop(const std::string& id) {
+  if (absl::Status s = CheckStore(); !s.ok()) return s;
   ActorHandle<JobSupervisor> supervisor;
   bool started = false;
   {
@@ -499,6 +549,8 @@ absl::StatusOr<bool> JobManager::Stop(const std::string& id) {
 }
 
 absl::Status JobManager::Delete(const std::string& id) {
+  // Held across the store's deletion, so that no write of the record follows it.
+  std::lock_guard<std::mutex> pl(persist_mu_);
   {
     std::lock_guard<std::mutex> l(mu_);
     auto rec = records_.find(id);
@@ -511,12 +563,13 @@ absl::Status JobManager::Delete(const std::string& id) {
                        "; only a job in a terminal state (STOPPED, SUCCEEDED, FAILED) can be "
                        "deleted: stop it first"));
     }
-    records_.erase(rec);
-    order_.erase(std::remove(order_.begin(), order_.end(), id), order_.end());
-    ++version_;
   }
-  ::unlink(LogPath(id).c_str());
-  Persist();
+  // A terminal record no longer changes: it goes from the store first, then from memory.
+  if (absl::Status s = store_->DeleteJob(id); !s.ok()) return s;
+  std::lock_guard<std::mutex> l(mu_);
+  records_.erase(id);
+  dirty_.erase(id);
+  order_.erase(std::remove(order_.begin(), order_.end(), id), order_.end());
   return absl::OkStatus();
 }
 

@@ -31,7 +31,7 @@ TEST(JobManagerTest, ReadsRecordsBackAndFailsThoseThatWereRunning) {
   {
     auto m = JobManager::Create({.head_address = "127.0.0.1:1", .state_dir = dir.string()});
     ASSERT_TRUE(m.ok()) << m.status();
-    std::vector<JobRecord> jobs = (*m)->List();
+    std::vector<JobRecord> jobs = *(*m)->List();
     ASSERT_EQ(jobs.size(), 2u);
     EXPECT_EQ(jobs[0].submission_id, "a");
     EXPECT_EQ(jobs[0].status, JobStatus::kSucceeded);
@@ -54,7 +54,7 @@ TEST(JobManagerTest, ReadsRecordsBackAndFailsThoseThatWereRunning) {
   // The change (b FAILED, a deleted) was persisted.
   auto again = JobManager::Create({.head_address = "127.0.0.1:1", .state_dir = dir.string()});
   ASSERT_TRUE(again.ok());
-  std::vector<JobRecord> jobs = (*again)->List();
+  std::vector<JobRecord> jobs = *(*again)->List();
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].status, JobStatus::kFailed);
   again->reset();

@@ -41,8 +41,10 @@ HttpResponse Jobs(const HttpRequest& r, const std::vector<std::string>& p, JobBa
   // p[0] == "api", p[1] == "jobs".
   if (p.size() == 2) {
     if (r.method == "GET") {
+      auto jobs = b.List();
+      if (!jobs.ok()) return FromStatus(jobs.status());
       json list = json::array();
-      for (const JobRecord& job : b.List()) list.push_back(job.ToJson());
+      for (const JobRecord& job : *jobs) list.push_back(job.ToJson());
       return Json(200, list);
     }
     if (r.method == "POST") {

@@ -38,8 +38,9 @@ class JobBackend {
   virtual absl::StatusOr<std::string> Submit(SubmitRequest request) = 0;
   // NotFound for an unknown id.
   virtual absl::StatusOr<JobRecord> Get(const std::string& id) = 0;
-  // Every job, oldest submission first.
-  virtual std::vector<JobRecord> List() = 0;
+  // Every job, oldest submission first. Unavailable when the job table's storage cannot
+  // be reached (as for every method but the package ones).
+  virtual absl::StatusOr<std::vector<JobRecord>> List() = 0;
   // Up to `max_bytes` of the job's log from `offset`. NotFound for an unknown id.
   virtual absl::StatusOr<LogChunk> ReadLogs(const std::string& id, uint64_t offset,
                                             uint64_t max_bytes) = 0;

@@ -28,7 +28,8 @@ class FakeBackend : public JobBackend {
     if (it == jobs_.end()) return absl::NotFoundError("no job " + id);
     return it->second;
   }
-  std::vector<JobRecord> List() override {
+  absl::StatusOr<std::vector<JobRecord>> List() override {
+    if (!down_.empty()) return absl::UnavailableError(down_);
     std::vector<JobRecord> out;
     for (auto& [k, v] : jobs_) out.push_back(v);
     return out;
@@ -67,6 +68,7 @@ class FakeBackend : public JobBackend {
   std::map<std::string, JobRecord> jobs_;
   std::map<std::string, std::string> packages_;
   std::string logs_ = "line 1\nline 2\n";
+  std::string down_;  // List's Unavailable message when set
 };
 
 HttpResponse Do(FakeBackend& b, std::string method, std::string target, std::string body = "") {
@@ -116,6 +118,14 @@ TEST(JobRouterTest, SubmitGetListStopDeleteLifecycle) {
   r = Do(b, "DELETE", "/api/jobs/a1");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(Do(b, "GET", "/api/jobs/a1").status, 404);
+}
+
+TEST(JobRouterTest, StorageDownIsServiceUnavailableWithItsMessage) {
+  FakeBackend b;
+  b.down_ = "the jobs storage, Redis at unix:///x.sock, cannot be reached";
+  HttpResponse r = Do(b, "GET", "/api/jobs/");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(json::parse(r.body)["error"], b.down_);
 }
 
 TEST(JobRouterTest, BadInputGetsClearStatuses) {
