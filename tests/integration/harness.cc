@@ -225,4 +225,17 @@ bool HoldsObjectStore(pid_t pid) {
   return false;
 }
 
+bool ProcessGone(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char buf[1024];
+  const ssize_t n = ::read(fd, buf, sizeof(buf));
+  ::close(fd);
+  if (n <= 0) return true;
+  const std::string stat(buf, static_cast<size_t>(n));
+  const auto paren = stat.rfind(')');
+  return paren != std::string::npos && stat.compare(paren + 2, 1, "Z") == 0;
+}
+
 }  // namespace raio_test

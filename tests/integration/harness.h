@@ -66,5 +66,9 @@ std::vector<std::string> NewRaioShmEntries(const std::set<std::string>& before, 
 // Whether process `pid` holds a node's object store: an open memory file named
 // raio-object-store (the store has no name in /dev/shm).
 bool HoldsObjectStore(pid_t pid);
+// Whether process `pid` has ended: no /proc/<pid>/stat (reaped), a zombie its parent has
+// yet to reap, or one that vanishes while being read (the read fails with ESRCH; an
+// ifstream would throw there). Never throws.
+bool ProcessGone(pid_t pid);
 
 }  // namespace raio_test

@@ -378,14 +378,6 @@ std::string NodeOfBytes(std::vector<uint8_t> bytes) {
   return bytes.empty() ? "" : raio::GetNodeId();
 }
 
-// Whether process `pid` has ended (reaped, or a zombie not yet reaped).
-bool ProcessGone(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto paren = stat.rfind(')');
-  return stat.empty() || (paren != std::string::npos && stat.compare(paren + 2, 1, "Z") == 0);
-}
-
 // `raio list objects --json` of the cluster the driver is attached to.
 json ListObjects() {
   std::string cmd = std::string(std::getenv("RAIO_CLI")) + " list objects --json --address " +

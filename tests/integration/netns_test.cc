@@ -539,12 +539,6 @@ class TestHostsTest : public ::testing::Test {
     }
     return found;
   }
-  static bool ProcessGone(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto paren = stat.rfind(')');
-    return stat.empty() || (paren != std::string::npos && stat.compare(paren + 2, 1, "Z") == 0);
-  }
 };
 
 TEST_F(TestHostsTest, TeardownRemovesNamespacesLinksProcessesAndDirectories) {

@@ -382,14 +382,6 @@ std::optional<StartedCluster> StartCluster(const std::filesystem::path& tmpdir) 
                         j["session_dir"].get<std::string>()};
 }
 
-// Whether `pid` has exited (reaped, or a zombie its new parent has yet to reap).
-bool Exited(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = text.rfind(')');
-  return !in || close == std::string::npos || text.substr(close + 2, 1) == "Z";
-}
-
 // The regression: a SIGKILLed daemon's pre-faulted store file stayed in /dev/shm for
 // good unless a cluster was started again with the same TMPDIR. The store is now a
 // memory file with no name, passed to drivers and workers over the node socket: a
@@ -406,7 +398,7 @@ TEST(KilledDaemonTest, ASigkilledDaemonLeavesNothingInDevShm) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(NewRaioShmEntries(before, old->pid), std::vector<std::string>{});
   ASSERT_EQ(::kill(old->pid, SIGKILL), 0);
-  ASSERT_TRUE(WaitFor([&] { return Exited(old->pid); }, 10s));
+  ASSERT_TRUE(WaitFor([&] { return ProcessGone(old->pid); }, 10s));
   EXPECT_EQ(NewRaioShmEntries(before, old->pid), std::vector<std::string>{});
   // What it does leave, its session directory (spill files, sockets), `raio stop` removes.
   auto stop = RunCommand("TMPDIR=" + old->tmpdir + " " + RAIO_CLI_PATH + " stop");
@@ -424,7 +416,7 @@ TEST(KilledDaemonTest, StopAfterAKilledDaemonRemovesItsSession) {
   std::optional<StartedCluster> old = StartCluster(base);
   ASSERT_TRUE(old.has_value());
   ASSERT_EQ(::kill(old->pid, SIGKILL), 0);
-  ASSERT_TRUE(WaitFor([&] { return Exited(old->pid); }, 10s));
+  ASSERT_TRUE(WaitFor([&] { return ProcessGone(old->pid); }, 10s));
   auto stop = RunCommand("TMPDIR=" + old->tmpdir + " " + RAIO_CLI_PATH + " stop");
   EXPECT_EQ(stop.exit_code, 0) << stop.output;
   // At least its own session (a concurrent test may have left another dead one).
