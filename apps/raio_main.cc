@@ -27,7 +27,6 @@
 // ("auto" also means the recorded cluster). `start --address` runs a node daemon that
 // joins the head there, recorded in $TMPDIR/raio/nodes/<pid>.json; `stop` ends every
 // node daemon recorded on this host, then the head. Usage errors exit 2.
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -39,7 +38,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -68,7 +66,7 @@
 #include "raio/node.pb.h"
 #include "raio/node/memory_monitor.h"
 #include "raio/rpc.pb.h"
-#include "raio/rpc/listener.h"
+#include "start_command.h"
 
 namespace {
 
@@ -518,111 +516,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "llm") return ExecLlm(argv);
   CLI::App app{"raio: start, stop and inspect a raio cluster"};
   app.require_subcommand(1);
-  raio::api::LocalClusterOptions start_options;
-  bool head = false, block = false;
-  double num_cpus = -1, num_gpus = -1, memory = -1;
-  std::string resources_json;
-  auto* start = app.add_subcommand(
-      "start", "start a standalone cluster (--head: head + node) or a node that joins one");
-  auto* head_flag = start->add_flag("--head", head, "start the head and a node on this host");
-  std::string join_address, labels_json;
-  auto* join_option = start->add_option(
-      "--address", join_address, "HEAD_HOST:PORT: start a node daemon that joins that cluster");
-  head_flag->excludes(join_option);
-  start->add_option("--node-ip", start_options.node_ip,
-                    "the IP other hosts reach this node at (default: --host for a head, else "
-                    "the address this host reaches the head from)");
-  start->add_option("--labels", labels_json,
-                    "node labels as a JSON object of strings, e.g. '{\"zone\": \"a\"}'");
-  start->add_option("--node-id", start_options.node_id,
-                    "the node's id, 16 hex digits (default: random); a live node's id is refused");
-  // An IP literal (the listener binds it); checked here so that a bad one is a usage error.
-  auto ip_address = CLI::Validator(
-      [](std::string& s) -> std::string {
-        unsigned char buf[sizeof(struct in6_addr)];
-        if (::inet_pton(AF_INET, s.c_str(), buf) == 1 ||
-            ::inet_pton(AF_INET6, s.c_str(), buf) == 1) {
-          return "";
-        }
-        return "not an IPv4 or IPv6 address: " + s;
-      },
-      "IP");
-  start->get_option("--node-ip")->check(ip_address);
-  start->add_option("--host", start_options.host, "address to listen on")
-      ->capture_default_str()
-      ->check(ip_address);
-  int port = 0;
-  start
-      ->add_option("--port", port,
-                   "TCP port of the head, or with --address of the node (0 = any free)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
-  auto finite_non_negative = CLI::Validator(
-      [](std::string& s) -> std::string {
-        double v = 0;
-        try {
-          v = std::stod(s);
-        } catch (...) {
-          return "not a number: " + s;
-        }
-        return (std::isfinite(v) && v >= 0) ? "" : "must be a finite number >= 0, got " + s;
-      },
-      "NUMBER>=0");
-  start->add_option("--num-cpus", num_cpus, "CPUs to offer (default: detected cores)")
-      ->check(finite_non_negative);
-  start->add_option("--num-gpus", num_gpus, "GPUs to offer (default: 0)")
-      ->check(finite_non_negative);
-  start->add_option("--memory", memory, "the memory resource in bytes (default: 70% of RAM)")
-      ->check(finite_non_negative);
-  double store_bytes = -1;
-  start
-      ->add_option("--object-store-memory", store_bytes,
-                   "size of the shared-memory object store in bytes (default: 30% of RAM)")
-      ->check(finite_non_negative);
-  double usage_threshold = -1, usage_threshold_bytes = -1;
-  start
-      ->add_option("--memory-usage-threshold", usage_threshold,
-                   "the node ends the leased worker using the most memory when the node's "
-                   "memory use crosses this fraction (0, 1] of its memory (default: "
-                   "RAIO_MEMORY_USAGE_THRESHOLD, else 0.95)")
-      ->check(finite_non_negative);
-  start
-      ->add_option("--memory-usage-threshold-bytes", usage_threshold_bytes,
-                   "the same as an absolute use in bytes; the smaller threshold applies "
-                   "(default: RAIO_MEMORY_USAGE_THRESHOLD_BYTES, else none)")
-      ->check(finite_non_negative);
-  start->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"TPU\": 4}'");
-  std::string system_config_json;
-  start->add_option("--system-config", system_config_json,
-                    "overrides of the configuration table as a JSON object, e.g. "
-                    "'{\"lease_idle_timeout_ms\": 50}'; they reach every node and worker "
-                    "(`raio config` lists the names)");
-  start->add_flag("--block", block, "run in the foreground");
-  start
-      ->add_option("--include-dashboard", g_jobs_server.enabled,
-                   "with --head: run the jobs API server (raio-jobs) beside the head")
-      ->capture_default_str();
-  start
-      ->add_option("--dashboard-host", g_jobs_server.host,
-                   "address the jobs API listens on; anyone who reaches it can run code on the "
-                   "cluster, so it stays on loopback unless you say otherwise")
-      ->capture_default_str()
-      ->check(ip_address);
-  start->add_option("--dashboard-port", g_jobs_server.port, "port of the jobs API (0 = any free)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
-  // Ray's GCS fault tolerance: RAY_REDIS_ADDRESS, --redis-password,
-  // RAY_external_storage_namespace.
-  std::string redis_address, redis_password, storage_namespace;
-  start->add_option("--redis-address", redis_address,
-                    "with --head: keep the jobs API's records and logs in this Redis (HOST:PORT "
-                    "or unix:///PATH), so that they survive a head restart (default: "
-                    "RAIO_REDIS_ADDRESS, else files in the head's session)");
-  start->add_option("--redis-password", redis_password,
-                    "password of that Redis (default: RAIO_REDIS_PASSWORD)");
-  start->add_option("--external-storage-namespace", storage_namespace,
-                    "prefix of this cluster's keys in that Redis: one head per namespace "
-                    "(default: RAIO_EXTERNAL_STORAGE_NAMESPACE, else raio)");
+  raio::cli::StartCommand start;
+  raio::cli::AddStartCommand(app, start);
   auto* stop = app.add_subcommand("stop", "stop the cluster started by `raio start`");
   std::string address;
   bool json = false;
@@ -694,121 +589,14 @@ int main(int argc, char** argv) {
   raio::InitLogging(spdlog::level::warn);
   if (!env_config.ok()) {
     std::cerr << "raio: " << env_config.message() << "\n";
-    if (start->parsed()) return 2;  // other commands go on with the defaults
+    if (start.app->parsed()) return 2;  // other commands go on with the defaults
   }
 
   if (jobs.Parsed()) return jobs.Run();
-  if (start->parsed()) {
-    if (!head && join_address.empty()) {
-      std::cerr << "raio start: give --head (start a cluster) or --address HEAD_HOST:PORT "
-                   "(join one)\n";
-      return 2;
-    }
-    if (!join_address.empty()) {
-      if (!redis_address.empty() || !redis_password.empty() || !storage_namespace.empty()) {
-        std::cerr << "raio start: --redis-address, --redis-password and "
-                     "--external-storage-namespace are the head's (its jobs API's storage)\n";
-        return 2;
-      }
-      if (!system_config_json.empty()) {
-        std::cerr << "raio start: --system-config is the head's: a joining node takes the "
-                     "cluster's configuration\n";
-        return 2;
-      }
-      if (join_address.find(':') == std::string::npos) {
-        std::cerr << "raio start: --address must be HEAD_HOST:PORT, got " << join_address << "\n";
-        return 2;
-      }
-      start_options.join_address = join_address;
-      start_options.node_port = port;
-      start_options.fail_infeasible = false;
-      if (start_options.node_ip.empty()) {
-        start_options.node_ip = raio::rpc::LocalIpToward(join_address);
-        if (start_options.node_ip.empty()) {
-          std::cerr << "raio start: cannot tell this host's IP toward " << join_address
-                    << "; give --node-ip\n";
-          return 2;
-        }
-      }
-    } else {
-      start_options.port = port;
-      start_options.fail_infeasible = false;
-      auto from_env = [](std::string& value, const char* name) {
-        if (const char* v = std::getenv(name); value.empty() && v != nullptr) value = v;
-      };
-      if (!redis_address.empty() && !g_jobs_server.enabled) {
-        std::cerr << "raio start: --redis-address keeps the jobs API's records; it needs the "
-                     "jobs API (--include-dashboard true)\n";
-        return 2;
-      }
-      from_env(redis_address, "RAIO_REDIS_ADDRESS");
-      from_env(redis_password, "RAIO_REDIS_PASSWORD");
-      from_env(storage_namespace, "RAIO_EXTERNAL_STORAGE_NAMESPACE");
-      g_jobs_server.redis_address = g_jobs_server.enabled ? redis_address : "";
-      g_jobs_server.redis_password = redis_password;
-      if (!storage_namespace.empty()) g_jobs_server.storage_namespace = storage_namespace;
-      if (g_jobs_server.enabled && !raio::cli::IsLoopbackHost(g_jobs_server.host)) {
-        std::cerr << "raio start: WARNING: the jobs API listens on " << g_jobs_server.host << ":"
-                  << g_jobs_server.port
-                  << ", beyond this host: anyone who can reach it can run any command on the "
-                     "cluster (raio has no authentication yet). Keep it behind a firewall, or "
-                     "use the default --dashboard-host 127.0.0.1 and an SSH tunnel.\n";
-      }
-    }
-    if (!labels_json.empty()) {
-      try {
-        auto j = nlohmann::json::parse(labels_json);
-        if (!j.is_object()) throw std::runtime_error("expected a JSON object");
-        for (auto& [k, v] : j.items()) {
-          if (!v.is_string()) throw std::runtime_error("value of '" + k + "' is not a string");
-          if (k.empty()) throw std::runtime_error("a label has an empty key");
-          start_options.labels[k] = v.get<std::string>();
-        }
-      } catch (const std::exception& e) {
-        std::cerr << "raio start: bad --labels: " << e.what() << "\n";
-        return 2;
-      }
-    }
-    if (num_cpus >= 0) start_options.num_cpus = num_cpus;
-    if (num_gpus >= 0) start_options.num_gpus = num_gpus;
-    if (memory >= 0) start_options.memory_bytes = memory;
-    if (store_bytes >= 0) start_options.object_store_bytes = static_cast<uint64_t>(store_bytes);
-    if (usage_threshold >= 0) start_options.memory_usage_threshold = usage_threshold;
-    if (usage_threshold_bytes >= 0) {
-      start_options.memory_usage_threshold_bytes = static_cast<uint64_t>(usage_threshold_bytes);
-    }
-    if (!resources_json.empty()) {
-      try {
-        auto j = nlohmann::json::parse(resources_json);
-        if (!j.is_object()) throw std::runtime_error("expected a JSON object");
-        for (auto& [k, v] : j.items()) {
-          if (!v.is_number()) throw std::runtime_error("value of '" + k + "' is not a number");
-          start_options.resources[k] = v.get<double>();
-        }
-      } catch (const std::exception& e) {
-        std::cerr << "raio start: bad --resources: " << e.what() << "\n";
-        return 2;
-      }
-    }
-    if (!system_config_json.empty()) {
-      try {
-        auto j = nlohmann::json::parse(system_config_json);
-        if (!j.is_object()) throw std::runtime_error("expected a JSON object");
-        for (auto& [k, v] : j.items()) {
-          if (v.is_string()) {
-            start_options.system_config[k] = v.get<std::string>();
-          } else if (v.is_number() || v.is_boolean()) {
-            start_options.system_config[k] = v.dump();
-          } else {
-            throw std::runtime_error("value of '" + k + "' is not a number, string or bool");
-          }
-        }
-      } catch (const std::exception& e) {
-        std::cerr << "raio start: bad --system-config: " << e.what() << "\n";
-        return 2;
-      }
-    }
-    return Start(start_options, block);
+  if (start.app->parsed()) {
+    if (int code = raio::cli::ResolveStartCommand(start); code != 0) return code;
+    g_jobs_server = start.jobs_server;
+    return Start(start.options, start.block);
   }
   if (stop->parsed()) return Stop();
   if (config->parsed()) return raio::cli::ShowConfig(address, json);

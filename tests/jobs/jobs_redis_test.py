@@ -21,11 +21,9 @@ import subprocess
 import sys
 import tempfile
 import unittest
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from jobs_test import scaled, wait_for  # noqa: E402
+from jobs_test import JobsApi, scaled, wait_for  # noqa: E402
 
 RAIO = REDIS_SERVER = None
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
@@ -66,7 +64,7 @@ class Redis:
             self.proc.wait()
 
 
-class Head:
+class Head(JobsApi):
     """`raio start --head` with the jobs API on a free port and its records in Redis."""
 
     def __init__(self, tmp, redis_address, check=True):
@@ -91,22 +89,6 @@ class Head:
     def raio(self, *args, timeout=120):
         return subprocess.run([RAIO] + list(args), env=self.env, capture_output=True,
                               encoding="utf-8", errors="replace", timeout=scaled(timeout))
-
-    def http(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.api + path, data=data, method=method)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=scaled(60)) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
-
-    def job(self, job_id):
-        status, j = self.http("GET", "/api/jobs/" + job_id)
-        assert status == 200, (status, j)
-        return j
 
     def wait_status(self, job_id, statuses, timeout=60):
         return wait_for("job %s to be %s" % (job_id, "/".join(statuses)),

@@ -64,7 +64,28 @@ def wait_for(what, predicate, timeout=30.0, interval=0.05):
         time.sleep(interval)
 
 
-class Cluster:
+class JobsApi:
+    """Plain-HTTP calls to the jobs API at self.api (a head's dashboard address)."""
+
+    def http(self, method, path, body=None, raw=None):
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
+                                            else None)
+        req = urllib.request.Request(self.api + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=scaled(60)) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def job(self, job_id):
+        status, j = self.http("GET", "/api/jobs/" + job_id)
+        assert status == 200, (status, j)
+        return j
+
+
+class Cluster(JobsApi):
     def __init__(self):
         self.tmp = tempfile.mkdtemp(prefix="raio-jobs-test-")
         # The product timeouts the test sets, scaled as its own deadlines are.
@@ -90,23 +111,6 @@ class Cluster:
             raise AssertionError("raio %s failed (%d): %s%s" % (" ".join(args), r.returncode,
                                                                 r.stdout, r.stderr))
         return r
-
-    def http(self, method, path, body=None, raw=None):
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
-                                            else None)
-        req = urllib.request.Request(self.api + path, data=data, method=method)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=scaled(60)) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
-
-    def job(self, job_id):
-        status, j = self.http("GET", "/api/jobs/" + job_id)
-        assert status == 200, (status, j)
-        return j
 
     def wait_terminal(self, job_id, timeout=60):
         return wait_for("job %s to end" % job_id,

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -135,6 +136,8 @@ class Attempt {
   // (elastic), else waits for min_workers_; sets n_.
   AttemptEnd Reserve();
   AttemptEnd ReserveAndWait(int n);
+  // Creates the n-worker group into group_ (not waiting for it); an end on error.
+  std::optional<AttemptEnd> CreateGroup(int n);
   // Elastic growth: true when a probe bundle was created and a checkpoint came after it.
   bool ShouldGrow(bool checkpointed);
   void RemoveProbe();
@@ -161,43 +164,17 @@ class Attempt {
   std::vector<internal::WorkerInfo> infos_;
 };
 
-AttemptEnd Attempt::Reserve() {
-  for (int n = scaling_.num_workers; n > min_workers_; --n) {
-    PlacementGroupCreationOptions options;
-    options.bundles.assign(n, per_worker_);
-    options.strategy = scaling_.placement_strategy;
-    try {
-      group_ = CreatePlacementGroup(options);
-    } catch (const InvalidUsageError& e) {
-      return Fatal(absl::InvalidArgumentError(
-          absl::StrCat("the scaling config ", Demand(n), " is not a valid demand: ", e.what())));
-    } catch (const RaioException& e) {
-      return Retry(
-          absl::UnavailableError(absl::StrCat("cannot reserve ", Demand(n), ": ", e.what())));
-    }
-    bool created = false;
-    try {
-      created = group_.Wait(kElasticSizeWaitSeconds);
-    } catch (const UnschedulableError&) {  // never fits: try fewer
-    } catch (const RaioException& e) {
-      return Retry(absl::UnavailableError(
-          absl::StrCat("the placement group for ", Demand(n), " failed: ", e.what())));
-    }
-    if (created) {
-      n_ = n;
-      return AttemptEnd{};
-    }
-    try {
-      RemovePlacementGroup(group_.GetID());
-    } catch (const RaioException&) {
-    }
-    group_ = PlacementGroup();
+// Removes `pg` if it is set, ignoring errors (the head may be gone), and clears it.
+void RemoveQuietly(PlacementGroup& pg) {
+  if (pg.Empty()) return;
+  try {
+    RemovePlacementGroup(pg.GetID());
+  } catch (const RaioException&) {
   }
-  return ReserveAndWait(min_workers_);
+  pg = PlacementGroup();
 }
 
-AttemptEnd Attempt::ReserveAndWait(int n) {
-  n_ = n;
+std::optional<AttemptEnd> Attempt::CreateGroup(int n) {
   PlacementGroupCreationOptions options;
   options.bundles.assign(n, per_worker_);
   options.strategy = scaling_.placement_strategy;
@@ -210,6 +187,32 @@ AttemptEnd Attempt::ReserveAndWait(int n) {
     return Retry(
         absl::UnavailableError(absl::StrCat("cannot reserve ", Demand(n), ": ", e.what())));
   }
+  return std::nullopt;
+}
+
+AttemptEnd Attempt::Reserve() {
+  for (int n = scaling_.num_workers; n > min_workers_; --n) {
+    if (std::optional<AttemptEnd> end = CreateGroup(n)) return *end;
+    bool created = false;
+    try {
+      created = group_.Wait(kElasticSizeWaitSeconds);
+    } catch (const UnschedulableError&) {  // never fits: try fewer
+    } catch (const RaioException& e) {
+      return Retry(absl::UnavailableError(
+          absl::StrCat("the placement group for ", Demand(n), " failed: ", e.what())));
+    }
+    if (created) {
+      n_ = n;
+      return AttemptEnd{};
+    }
+    RemoveQuietly(group_);
+  }
+  return ReserveAndWait(min_workers_);
+}
+
+AttemptEnd Attempt::ReserveAndWait(int n) {
+  n_ = n;
+  if (std::optional<AttemptEnd> end = CreateGroup(n)) return *end;
   const auto start = Clock::now();
   bool warned = false;
   while (true) {
@@ -267,12 +270,7 @@ bool Attempt::PollReports(int wait_ms, std::chrono::milliseconds timeout) {
 }
 
 void Attempt::RemoveProbe() {
-  if (probe_.Empty()) return;
-  try {
-    RemovePlacementGroup(probe_.GetID());
-  } catch (const RaioException&) {
-  }
-  probe_ = PlacementGroup();
+  RemoveQuietly(probe_);
   probe_created_ = false;
 }
 
@@ -315,13 +313,7 @@ void Attempt::TearDown() {
     }
   }
   workers_.clear();
-  if (!group_.Empty()) {
-    try {
-      RemovePlacementGroup(group_.GetID());
-    } catch (const RaioException&) {
-    }
-    group_ = PlacementGroup();
-  }
+  RemoveQuietly(group_);
 }
 
 AttemptEnd Attempt::Run(internal::WorkerInit base, const Datasets& datasets) {
