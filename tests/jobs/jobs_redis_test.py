@@ -67,7 +67,7 @@ class Redis:
 class Head(JobsApi):
     """`raio start --head` with the jobs API on a free port and its records in Redis."""
 
-    def __init__(self, tmp, redis_address, check=True):
+    def __init__(self, tmp, redis_address, check=True, namespace="jobs-redis-test"):
         self.tmp = tmp
         self.env = dict(os.environ, TMPDIR=tmp,
                         RAIO_JOBS_REQUEST_TIMEOUT_MS=str(int(scaled(3000))))
@@ -77,7 +77,7 @@ class Head(JobsApi):
             self.env.pop(name, None)
         self.started = self.raio("start", "--head", "--port", "0", "--dashboard-port", "0",
                                  "--num-cpus", "2", "--redis-address", redis_address,
-                                 "--external-storage-namespace", "jobs-redis-test")
+                                 "--external-storage-namespace", namespace)
         if check and self.started.returncode != 0:
             raise AssertionError("raio start failed: %s%s" % (self.started.stdout,
                                                             self.started.stderr))
@@ -179,6 +179,32 @@ class RedisStorageTest(unittest.TestCase):
         self.assertEqual(second.wait_status("after-1", TERMINAL)["status"], "SUCCEEDED")
         self.assertEqual(second.http("DELETE", "/api/jobs/before-1")[0], 200)
         self.assertEqual(second.http("GET", "/api/jobs/before-1")[0], 404)
+
+    def test_one_head_per_namespace(self):
+        first = self.head()
+        status, j = first.http("POST", "/api/jobs/", {"entrypoint": "echo mine",
+                                                      "submission_id": "first-1"})
+        self.assertEqual(status, 200, j)
+        # A second head (another session directory) on the same namespace is refused,
+        # naming the head that holds it, after waiting out one lease.
+        other_tmp = os.path.join(self.tmp, "second")
+        os.mkdir(other_tmp)
+        second = Head(other_tmp, self.redis.address, check=False)
+        if second.started.returncode == 0:
+            second.stop()
+        self.assertNotEqual(second.started.returncode, 0, second.started.stdout)
+        self.assertIn("the namespace 'jobs-redis-test' of the Redis at %s is in use by another "
+                      "head" % self.redis.address, second.started.stderr)
+        self.assertIn(" pid ", second.started.stderr)
+        self.assertIn("--external-storage-namespace", second.started.stderr)
+        self.assertFalse(os.path.exists(os.path.join(other_tmp, "raio", "current_cluster")))
+        # The first head goes on undisturbed.
+        self.assertEqual(first.wait_status("first-1", TERMINAL)["status"], "SUCCEEDED")
+        # Another namespace on the same Redis is another cluster's: free, and empty.
+        third = Head(other_tmp, self.redis.address, namespace="another-cluster")
+        self.heads.append(third)
+        status, jobs = third.http("GET", "/api/jobs/")
+        self.assertEqual((status, jobs), (200, []))
 
     def test_lost_redis_answers_503_naming_it_then_recovers(self):
         h = self.head()

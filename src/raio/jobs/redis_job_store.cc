@@ -4,12 +4,16 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <random>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace raio::jobs {
 
@@ -70,6 +74,29 @@ redis.call('HDEL', KEYS[3], ARGV[1])
 return 1
 )lua";
 
+// KEYS: the namespace's lease. ARGV: this head's holder value, the lease in ms.
+// Renews the lease when this head holds it, takes it when nobody does (1 either way);
+// otherwise returns the holder's value.
+constexpr char kLeaseScript[] = R"lua(
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] or not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return v
+)lua";
+
+// KEYS: the namespace's lease. ARGV: this head's holder value. Gives the lease back.
+constexpr char kReleaseScript[] = R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+)lua";
+
+// "HOST pid PID since TIME" of a holder value (its random token left out).
+std::string HolderText(std::string_view holder) {
+  return std::string(holder.substr(0, holder.find(" token ")));
+}
+
 // Blocks SIGPIPE in this thread while it lives, and discards one that a write to a closed
 // connection raised meanwhile: hiredis writes with write(2), and a Redis that went away
 // must be an error, not the death of the process (which may not ignore SIGPIPE).
@@ -114,6 +141,17 @@ void RedisJobStore::ReplyDeleter::operator()(redisReply* r) const { freeReplyObj
 RedisJobStore::RedisJobStore(RedisStoreOptions options) : options_(std::move(options)) {}
 
 RedisJobStore::~RedisJobStore() {
+  if (keeper_.joinable()) {
+    {
+      std::lock_guard<std::mutex> l(lease_mu_);
+      stopping_ = true;
+    }
+    lease_cv_.notify_all();
+    keeper_.join();
+    if (!lost_.load()) {
+      (void)Send({"EVAL", kReleaseScript, "1", options_.ns + ":head", holder_});
+    }
+  }
   if (context_ != nullptr) redisFree(context_);
 }
 
@@ -146,7 +184,61 @@ absl::StatusOr<std::unique_ptr<RedisJobStore>> RedisJobStore::Create(RedisStoreO
     store->port_ = port;
   }
   if (absl::Status s = store->Check(); !s.ok()) return s;
+  if (absl::Status s = store->Acquire(); !s.ok()) return s;
+  store->keeper_ = std::thread([s = store.get()] { s->KeepLease(); });
   return store;
+}
+
+absl::Status RedisJobStore::Acquire() {
+  char host[256] = {};
+  (void)::gethostname(host, sizeof(host) - 1);
+  std::random_device random;
+  holder_ = absl::StrCat(host, " pid ", ::getpid(), " since ",
+                         absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()),
+                         " token ", absl::Hex(random()), absl::Hex(random()));
+  const std::string lease_ms = std::to_string(std::max<int64_t>(options_.lease.count(), 1));
+  const auto deadline =
+      std::chrono::steady_clock::now() + options_.lease + std::chrono::milliseconds(500);
+  while (true) {
+    auto r = Send({"EVAL", kLeaseScript, "1", options_.ns + ":head", holder_, lease_ms});
+    if (!r.ok()) return r.status();
+    if ((*r)->type == REDIS_REPLY_INTEGER) return absl::OkStatus();
+    const std::string other((*r)->str, (*r)->len);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the namespace '", options_.ns, "' of the Redis at ", options_.address,
+                       " is in use by another head (", HolderText(other),
+                       "; its lease is renewed every ", options_.lease.count() / 5,
+                       " ms): one head per namespace. Stop that head, or give "
+                       "this one another --external-storage-namespace"));
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(200), options_.lease / 10 + std::chrono::milliseconds(1)));
+  }
+}
+
+void RedisJobStore::Renew() {
+  auto r = Send({"EVAL", kLeaseScript, "1", options_.ns + ":head", holder_,
+                 std::to_string(std::max<int64_t>(options_.lease.count(), 1))});
+  if (!r.ok()) return;  // an outage: the calls answer Unavailable meanwhile
+  std::lock_guard<std::mutex> l(lease_mu_);
+  if ((*r)->type == REDIS_REPLY_INTEGER) {
+    lost_to_.clear();
+    lost_.store(false);
+  } else {
+    lost_to_ = HolderText(std::string_view((*r)->str, (*r)->len));
+    lost_.store(true);
+  }
+}
+
+void RedisJobStore::KeepLease() {
+  const auto every = std::max(options_.lease / 5, std::chrono::milliseconds(1));
+  std::unique_lock<std::mutex> l(lease_mu_);
+  while (!lease_cv_.wait_for(l, every, [this] { return stopping_; })) {
+    l.unlock();
+    Renew();
+    l.lock();
+  }
 }
 
 std::string RedisJobStore::Describe() const {
@@ -192,6 +284,19 @@ absl::Status RedisJobStore::ConnectLocked() {
 }
 
 absl::StatusOr<RedisJobStore::Reply> RedisJobStore::Command(
+    const std::vector<std::string_view>& args) {
+  if (lost_.load()) {
+    std::lock_guard<std::mutex> l(lease_mu_);
+    return absl::UnavailableError(absl::StrCat(
+        "another head (", lost_to_, ") took the namespace '", options_.ns, "' of the Redis at ",
+        options_.address,
+        " while this one could not reach it; this head writes nothing more there until the "
+        "namespace is free again"));
+  }
+  return Send(args);
+}
+
+absl::StatusOr<RedisJobStore::Reply> RedisJobStore::Send(
     const std::vector<std::string_view>& args) {
   std::vector<const char*> argv;
   std::vector<size_t> lens;

@@ -5,12 +5,14 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "raio/jobs/job_manager.h"
@@ -76,7 +78,8 @@ class RedisServer {
       int status = 0;
       ASSERT_EQ(::waitpid(pid_, &status, WNOHANG), 0) << "redis-server exited; see " << log;
       // Ready once a client gets a reply (a password-protected server answers NOAUTH).
-      auto probe = RedisJobStore::Create(At(address(), password_));
+      // Its own namespace: a test's store may hold the lease of "raio" meanwhile.
+      auto probe = RedisJobStore::Create(At(address(), password_, "probe"));
       if (probe.ok() || probe.status().message().find("NOAUTH") != std::string::npos) return;
       ASSERT_LT(std::chrono::steady_clock::now(), deadline)
           << "redis-server did not answer: " << probe.status();
@@ -315,10 +318,6 @@ TEST_F(RedisJobStoreTest, ManagerOnANewHeadReadsJobsBackAndAnswers503WhileRedisI
   EXPECT_EQ(logs->data, "hello from before\n");
   EXPECT_TRUE(logs->complete);
   EXPECT_FALSE(fs::exists(state / "jobs.json"));  // nothing on the head's disk
-  // The FAILED record was written back.
-  auto store = NewStore(Options());
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->LoadRecords()->at(1).status, JobStatus::kFailed);
 
   redis_->Kill();
   auto down = (*m)->List();
@@ -331,6 +330,99 @@ TEST_F(RedisJobStoreTest, ManagerOnANewHeadReadsJobsBackAndAnswers503WhileRedisI
   EXPECT_TRUE((*m)->List().ok());
   EXPECT_TRUE((*m)->Delete("done").ok());
   EXPECT_EQ((*m)->Get("done").status().code(), absl::StatusCode::kNotFound);
+  // The FAILED record was written back, to the new (empty) Redis too.
+  m->reset();  // gives the namespace back
+  auto store = NewStore(Options());
+  ASSERT_NE(store, nullptr);
+  auto left = store->LoadRecords();
+  ASSERT_TRUE(left.ok()) << left.status();
+  ASSERT_EQ(left->size(), 1u);
+  EXPECT_EQ(left->at(0).submission_id, "running");
+  EXPECT_EQ(left->at(0).status, JobStatus::kFailed);
+}
+
+// One command on a connection of the test's own (not a store's), e.g. to play another head.
+std::string RawCommand(const std::string& socket, const std::vector<std::string>& args) {
+  redisContext* c = redisConnectUnix(socket.c_str());
+  if (c == nullptr || c->err != 0) {
+    if (c != nullptr) redisFree(c);
+    return "connect failed";
+  }
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const std::string& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto* r = static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
+  std::string out = r == nullptr ? "no reply"
+                    : r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
+                            r->type == REDIS_REPLY_ERROR
+                        ? std::string(r->str, r->len)
+                    : r->type == REDIS_REPLY_INTEGER ? std::to_string(r->integer)
+                                                     : "";
+  if (r != nullptr) freeReplyObject(r);
+  redisFree(c);
+  return out;
+}
+
+// Polls `pred` every 10 ms for up to Scaled(10 s).
+bool Eventually(const std::function<bool()>& pred) {
+  const auto deadline = std::chrono::steady_clock::now() + Scaled(std::chrono::seconds(10));
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+TEST_F(RedisJobStoreTest, OneHeadPerNamespace) {
+  RedisStoreOptions o = Options();
+  o.lease = Scaled(std::chrono::milliseconds(500));
+  auto first = NewStore(o);
+  ASSERT_NE(first, nullptr);
+  const std::string socket = (dir_ / "redis.sock").string();
+  EXPECT_NE(RawCommand(socket, {"GET", "raio:head"}).find(" pid " + std::to_string(::getpid())),
+            std::string::npos);
+  // A second head on the namespace waits out one lease, then is refused naming the first.
+  auto second = RedisJobStore::Create(o);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("the namespace 'raio' of the Redis at " +
+                                           redis_->address() + " is in use by another head"),
+            std::string::npos)
+      << second.status();
+  EXPECT_NE(second.status().message().find(" pid " + std::to_string(::getpid()) + " since "),
+            std::string::npos)
+      << second.status();
+  EXPECT_EQ(second.status().message().find(" token "), std::string::npos) << second.status();
+  // The first still works (its lease was renewed meanwhile); another namespace is free.
+  EXPECT_TRUE(first->PutRecord(Record("a", 1, JobStatus::kPending)).ok());
+  EXPECT_NE(NewStore(Options("other")), nullptr);
+  // Given back when the first ends: the next head starts at once.
+  first.reset();
+  EXPECT_EQ(RawCommand(socket, {"EXISTS", "raio:head"}), "0");
+  auto next = NewStore(o);
+  ASSERT_NE(next, nullptr);
+  next.reset();
+  // A head killed with its lease: the next one takes over once the lease runs out.
+  RawCommand(socket, {"SET", "raio:head", "gone pid 1 since then token 1", "PX", "200"});
+  auto after = NewStore(o);
+  ASSERT_NE(after, nullptr);
+  // Another head took the namespace (say Redis was out of this head's reach past its
+  // lease): this head answers Unavailable naming it and writes nothing ...
+  RawCommand(socket, {"SET", "raio:head", "intruder pid 7 since noon token 2"});
+  ASSERT_TRUE(Eventually([&] { return !after->Check().ok(); }));
+  absl::Status lost = after->PutRecord(Record("b", 2, JobStatus::kPending));
+  EXPECT_EQ(lost.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(lost.message().find("another head (intruder pid 7 since noon) took the namespace"),
+            std::string::npos)
+      << lost;
+  EXPECT_EQ(RawCommand(socket, {"HEXISTS", "raio:jobs", "b"}), "0");
+  // ... until the namespace is free again.
+  RawCommand(socket, {"DEL", "raio:head"});
+  ASSERT_TRUE(Eventually([&] { return after->Check().ok(); }));
+  EXPECT_TRUE(after->PutRecord(Record("b", 2, JobStatus::kPending)).ok());
 }
 
 }  // namespace
