@@ -49,14 +49,6 @@ std::string NodeJobsDir() {
 // What the guard reports through its pipe when the entrypoint did not start.
 enum StartFailure : int { kFailedChdir = 1, kFailedExec = 2, kFailedFork = 3 };
 
-// The guard's process group (its own pid), for its signal handler.
-volatile pid_t guard_pgid = 0;
-
-void OnSupervisorDeath(int) {
-  ::kill(-guard_pgid, SIGKILL);  // the job's processes, and this guard
-  _exit(137);
-}
-
 void ResetSignals() {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
@@ -71,24 +63,32 @@ void ResetSignals() {
 // (SIGKILL, `raio stop`) its parent-death signal makes it SIGKILL the whole group, and
 // when the shell ends it SIGKILLs what the shell left in the group, then exits as the
 // shell did. Between fork and exec: async-signal-safe calls only.
+// The guard takes its signals synchronously (blocked, then sigwaitinfo), with no handler:
+// a handler in a child forked from a multi-threaded process did not run under
+// ThreadSanitizer, which defers handlers to points that a guard blocked in waitpid never
+// reaches.
 [[noreturn]] void GuardMain(pid_t parent, pid_t parent_pgrp, int null_fd, int log_fd, int report_fd,
                             const char* dir, char* const argv[], char* const envp[]) {
   ::setpgid(0, 0);
-  guard_pgid = ::getpid();
+  const pid_t guard = ::getpid();
   ResetSignals();
-  struct sigaction on_death {};
-  on_death.sa_handler = OnSupervisorDeath;
-  ::sigaction(SIGUSR2, &on_death, nullptr);
   // The group gets Stop's SIGTERM (and a terminal's signals): for the job, not the guard.
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE}) ::sigaction(sig, &ignore, nullptr);
+  // SIGUSR2 (the parent-death signal) and SIGCHLD (the shell's end) wait, blocked, for
+  // sigwaitinfo below; the shell unblocks them (ResetSignals).
+  sigset_t waited;
+  sigemptyset(&waited);
+  sigaddset(&waited, SIGUSR2);
+  sigaddset(&waited, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &waited, nullptr);
   ::prctl(PR_SET_PDEATHSIG, SIGUSR2);
   if (::getppid() != parent) _exit(125);  // the supervisor died before the line above
   pid_t shell = ::fork();
   if (shell == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != guard_pgid) _exit(125);
+    if (::getppid() != guard) _exit(125);
     ::dup2(null_fd, STDIN_FILENO);
     ::dup2(log_fd, STDOUT_FILENO);
     ::dup2(log_fd, STDERR_FILENO);
@@ -110,11 +110,18 @@ void ResetSignals() {
   }
   if (report_fd >= 0) ::close(report_fd);
   int status = 0;
-  while (::waitpid(shell, &status, 0) < 0 && errno == EINTR) {
+  while (true) {
+    const pid_t ended = ::waitpid(shell, &status, WNOHANG);
+    if (ended == shell || (ended < 0 && errno != EINTR)) break;
+    siginfo_t info{};
+    if (::sigwaitinfo(&waited, &info) == SIGUSR2 && ::getppid() != parent) {
+      ::kill(-guard, SIGKILL);  // the supervisor died: the job's processes, and this guard
+      _exit(137);
+    }
   }
   // Out of the group (back into the supervisor's), then end what is left in it.
   ::setpgid(0, parent_pgrp);
-  ::kill(-guard_pgid, SIGKILL);
+  ::kill(-guard, SIGKILL);
   if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
   const int sig = WTERMSIG(status);
   struct rlimit no_core {
