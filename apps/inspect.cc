@@ -57,13 +57,48 @@ bool CallHead(const std::string& address_flag, const char* what, uint32_t method
   return true;
 }
 
+// Rewrites the bytes fields of `m` in `j` (protobuf's JSON of `m`, base64 there) as hex,
+// the form raio's ids take everywhere else (the API, the tables). Map fields are left as
+// they are (no map of raio's listings holds bytes).
+void BytesToHex(const google::protobuf::Message& m, nlohmann::ordered_json& j) {
+  using google::protobuf::FieldDescriptor;
+  if (!j.is_object()) return;
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  const google::protobuf::Reflection* r = m.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    auto it = j.find(f->name());
+    if (it == j.end() || f->is_map()) continue;
+    if (f->type() == FieldDescriptor::TYPE_BYTES) {
+      if (!f->is_repeated()) {
+        *it = absl::BytesToHexString(r->GetString(m, f));
+      } else if (it->is_array() && it->size() == static_cast<size_t>(r->FieldSize(m, f))) {
+        for (int k = 0; k < r->FieldSize(m, f); ++k) {
+          (*it)[k] = absl::BytesToHexString(r->GetRepeatedString(m, f, k));
+        }
+      }
+    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (!f->is_repeated()) {
+        if (r->HasField(m, f)) BytesToHex(r->GetMessage(m, f), *it);
+      } else if (it->is_array() && it->size() == static_cast<size_t>(r->FieldSize(m, f))) {
+        for (int k = 0; k < r->FieldSize(m, f); ++k) {
+          BytesToHex(r->GetRepeatedMessage(m, f, k), (*it)[k]);
+        }
+      }
+    }
+  }
+}
+
 std::string ToJson(const google::protobuf::Message& m) {
   std::string out;
   google::protobuf::util::JsonPrintOptions opts;
   opts.always_print_primitive_fields = true;
   opts.preserve_proto_field_names = true;
   (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
-  return out;
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(out, nullptr, false);
+  if (j.is_discarded()) return out;
+  BytesToHex(m, j);
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 const char* ActorStateName(raio::proto::ActorState s) {
@@ -394,7 +429,7 @@ int ListPlacementGroups(const std::string& address_flag, bool json) {
   };
   std::printf("%-17s %-16s %-13s %-13s %s\n", "PLACEMENT GROUP", "NAME", "STRATEGY", "STATE",
               "BUNDLES (resources @ node)");
-  int pending = 0;
+  int pending = 0, infeasible = 0;
   for (const auto& g : list.groups()) {
     std::string bundles;
     for (const auto& b : g.bundles()) {
@@ -406,12 +441,22 @@ int ListPlacementGroups(const std::string& address_flag, bool json) {
       absl::StrAppend(&bundles, bundles.empty() ? "" : ", ", "#", b.index(), " {", amounts, "}",
                       b.node_id().empty() ? "" : " @ " + b.node_id());
     }
-    if (g.state() == raio::proto::PG_PENDING || g.state() == raio::proto::PG_RESCHEDULING) {
+    if (g.state() == raio::proto::PG_PENDING && g.infeasible()) {
+      ++infeasible;
+    } else if (g.state() == raio::proto::PG_PENDING || g.state() == raio::proto::PG_RESCHEDULING) {
       ++pending;
     }
+    // A name is any string: control characters escaped, so that each group stays one line.
+    std::string name = g.name().empty() ? "-" : "";
+    for (unsigned char c : g.name()) {
+      if (c < 0x20 || c == 0x7f) {
+        absl::StrAppend(&name, "\\x", absl::Hex(c, absl::kZeroPad2));
+      } else {
+        name.push_back(static_cast<char>(c));
+      }
+    }
     std::printf("%-17s %-16s %-13s %-13s %s\n",
-                absl::BytesToHexString(g.placement_group_id()).c_str(),
-                g.name().empty() ? "-" : g.name().c_str(),
+                absl::BytesToHexString(g.placement_group_id()).c_str(), name.c_str(),
                 raio::proto::PlacementStrategy_Name(g.strategy()).c_str(), state_name(g).c_str(),
                 bundles.c_str());
     if (!g.message().empty() && g.state() != raio::proto::PG_CREATED) {
@@ -419,7 +464,7 @@ int ListPlacementGroups(const std::string& address_flag, bool json) {
     }
   }
   std::cout << list.groups_size() << " placement groups, " << pending
-            << " pending or rescheduling\n";
+            << " pending or rescheduling, " << infeasible << " infeasible\n";
   return 0;
 }
 

@@ -64,14 +64,17 @@ class RAIO_EXPORT PlacementGroup {
   // The hex id of the node holding each bundle ("" while unplaced); blocks for one RPC.
   std::vector<std::string> GetBundleNodes() const;
   // Blocks until the group is CREATED (true) or `timeout_seconds` pass (false; the group
-  // stays pending). Throws UnschedulableError when no set of the cluster's nodes can ever
-  // hold it (the message names the bundles and the cluster's resources), InvalidUsageError
-  // when it was removed (the message says why) or is empty, ClusterUnavailableError
-  // without a cluster.
+  // stays PENDING or RESCHEDULING); 0 or less asks once without waiting. Throws
+  // UnschedulableError when no set of the cluster's nodes can ever hold a PENDING group
+  // (the message names the bundles and the cluster's resources; a RESCHEDULING group that
+  // no node can hold now waits for one to join instead), InvalidUsageError when it was
+  // removed (the message says why) or is empty, ClusterUnavailableError without a cluster.
   bool Wait(int timeout_seconds) const;
   // An object that becomes ready (true) once the group is CREATED: a zero-CPU task placed
-  // in the group, as Ray's pg.ready(). Its Get throws UnschedulableError if the group is
-  // removed first.
+  // in any bundle of the group, as Ray's pg.ready(). It says the group was created, not
+  // that every bundle is placed now (after a node's death it can be ready while the lost
+  // bundles reschedule: Wait or GetState tell). Its Get throws UnschedulableError if the
+  // group is removed first; it does not fail for an infeasible group (Wait does).
   ObjectRef<bool> Ready() const;
 
   // For the runtime (not for user code): builds a group's handle.
@@ -96,8 +99,9 @@ class RAIO_EXPORT PlacementGroup {
 // RPC.
 RAIO_EXPORT PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
 // Removes the group: ends its tasks and actors and frees its bundles on every node before
-// it returns. Removing a removed group does nothing. Throws InvalidUsageError for an id
-// that is not 16 hex digits or that no group has.
+// it returns. Removing a removed group does nothing while the head remembers it (the
+// last 1,000 removed). Throws InvalidUsageError for an id that is not 16 hex digits or
+// that no group has (or that was forgotten).
 RAIO_EXPORT void RemovePlacementGroup(const std::string& placement_group_id);
 // The live group named `name` in the job's namespace; InvalidUsageError if there is none.
 RAIO_EXPORT PlacementGroup GetPlacementGroup(const std::string& name);

@@ -256,7 +256,9 @@ TEST_F(EmbeddedPlacementGroupTest, BadInputGetsClearErrors) {
   EXPECT_TRUE(listed);
   // A demand no bundle of the group can meet is refused at submission.
   expect_usage([&] { raio::Task(Add).SetResource("CPU", 2).SetPlacementGroup(pg, 0).Remote(1, 2); },
-               "demands {CPU: 2}, which its bundle of placement group");
+               "demands {CPU: 2}, which its bundle #0 {");
+  expect_usage([&] { raio::Task(Add).SetResource("CPU", 2).SetPlacementGroup(pg, 0).Remote(1, 2); },
+               " of placement group " + pg.GetID() + " cannot hold; work in a group");
   expect_usage(
       [&] {
         raio::Actor(Accumulator::Create).SetResource("GPU", 1).SetPlacementGroup(pg).Remote(0);

@@ -178,7 +178,10 @@ bool PlacementGroup::Wait(int timeout_seconds) const {
   if (info.state() == proto::PG_REMOVED) {
     throw InvalidUsageError(absl::StrCat(call, ": placement group ", id_, " was ", info.message()));
   }
-  if (info.infeasible()) throw UnschedulableError(info.message());
+  // Infeasible while RESCHEDULING: it waits for a node to join (false at the timeout).
+  if (info.infeasible() && info.state() == proto::PG_PENDING) {
+    throw UnschedulableError(info.message());
+  }
   return false;
 }
 

@@ -94,8 +94,14 @@ std::string DemandFitsBundles(const ResourceSet& demand,
     held.push_back(absl::StrCat("#", first_index + static_cast<int>(i), " ",
                                 bundle.ok() ? bundle->ToString() : std::string("?")));
   }
-  return absl::StrCat("demands ", demand.ToString(), ", which ",
-                      bundles.size() == 1 ? "its bundle" : "no bundle", " of placement group ",
+  if (bundles.size() == 1) {
+    return absl::StrCat("demands ", demand.ToString(), ", which its bundle ", held[0],
+                        " of placement group ", pg_hex,
+                        " cannot hold; work in a group takes its resources from its bundle only "
+                        "(a task's default demand is {CPU: 1}: set a smaller one with "
+                        "SetResources)");
+  }
+  return absl::StrCat("demands ", demand.ToString(), ", which no bundle of placement group ",
                       pg_hex, " holds (", absl::StrJoin(held, ", "),
                       "); work in a group takes its resources from its bundle only");
 }

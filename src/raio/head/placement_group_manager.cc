@@ -221,8 +221,10 @@ absl::StatusOr<proto::PlacementGroupInfo> PlacementGroupManager::Create(
 }
 
 bool PlacementGroupManager::Settled(const Group& g) const {
+  // A RESCHEDULING group that no node can hold now is not settled: it was created once,
+  // and its lost bundles are placed again as soon as a node that can hold them joins.
   return g.info.state() == proto::PG_CREATED || g.info.state() == proto::PG_REMOVED ||
-         g.info.infeasible();
+         (g.info.infeasible() && g.info.state() == proto::PG_PENDING);
 }
 
 void PlacementGroupManager::Wait(const PlacementGroupId& id, std::chrono::milliseconds timeout,
@@ -494,6 +496,12 @@ void PlacementGroupManager::Schedule() {
     if (g.info.infeasible()) continue;
     std::string infeasible = InfeasibleReason(g);
     if (!infeasible.empty()) {
+      if (g.info.state() == proto::PG_RESCHEDULING) {
+        infeasible = absl::StrCat(
+            "bundles lost with a node wait for a node that can hold them; with the nodes of "
+            "now: ",
+            infeasible);
+      }
       g.info.set_infeasible(true);
       g.info.set_message(infeasible);
       RAIO_LOG_WARN("{}", infeasible);
