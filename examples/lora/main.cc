@@ -235,9 +235,14 @@ int Run(const Flags& flags) {
         m.at("tokens_per_s"), Seconds(t_fit), left, m.count("checkpoint") ? "  [checkpoint]" : "");
     std::fflush(stdout);
   };
-  std::printf("training: %d workers x batch %d, %d epochs, AdamW lr %g, run \"%s\"\n",
-              flags.workers, flags.batch_size / flags.workers, flags.epochs, flags.lr,
-              run.name.c_str());
+  const int local_batch = flags.batch_size / flags.workers;  // as TrainLoraSft splits it
+  const std::string rounded =
+      local_batch * flags.workers == flags.batch_size
+          ? ""
+          : ": --batch-size " + std::to_string(flags.batch_size) + " rounded down";
+  std::printf("training: %d workers x batch %d (global %d%s), %d epochs, AdamW lr %g, run \"%s\"\n",
+              flags.workers, local_batch, local_batch * flags.workers, rounded.c_str(),
+              flags.epochs, flags.lr, run.name.c_str());
   std::fflush(stdout);
   raio::train::Trainer trainer(lora::TrainLoraSft, {.num_workers = flags.workers}, run,
                                sft.ToJson(), {{"train", rows}});
@@ -262,6 +267,10 @@ int Run(const Flags& flags) {
   std::printf("                        loss            exact match\n");
   std::printf("  split       pairs   before  after    before  after\n");
   auto row = [](const char* name, size_t n, const Score& b, const Score& a) {
+    if (n == 0) {  // nothing to score: not a perfect score
+      std::printf("  %-10s %6zu   %6s  %6s   %6s  %6s\n", name, n, "n/a", "n/a", "n/a", "n/a");
+      return;
+    }
     std::printf("  %-10s %6zu   %6.3f  %6.3f   %5.1f%%  %5.1f%%\n", name, n, b.loss, a.loss,
                 100 * b.exact, 100 * a.exact);
   };
@@ -373,6 +382,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (flags.prompt_template.find("{}") == std::string::npos) {
+    std::cerr << "lora: error: --prompt \"" << flags.prompt_template
+              << "\" has no {} for the question: every prompt would be the same\n";
+    return 2;
+  }
+  if (flags.batch_size < flags.workers) {
+    std::cerr << "lora: error: --batch-size " << flags.batch_size << " is below --workers "
+              << flags.workers << ": each worker takes batch-size / workers examples a step\n";
+    return 2;
   }
   if (flags.files.empty()) {
     for (const std::string& f : lora::DefaultQuizFiles()) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -140,8 +141,60 @@ TEST_F(CheckpointManagerTest, ANewManagerFindsTheRunsCheckpointsAndDropsDeadWrit
   ASSERT_TRUE(manager->latest().has_value());
   EXPECT_EQ(manager->latest()->index, 1);
   EXPECT_EQ(manager->latest()->metrics.at("epoch"), 1);
-  EXPECT_EQ(manager->next_index(), 2);
-  EXPECT_TRUE(fs::exists(fs::path(run_) / "checkpoint_000009"));  // not ours: left alone
+  // Not ours: left alone, and its index is never given out (a persist there would fail).
+  EXPECT_EQ(manager->next_index(), 10);
+  EXPECT_TRUE(fs::exists(fs::path(run_) / "checkpoint_000009"));
+}
+
+TEST_F(CheckpointManagerTest, OneLiveManagerPerRun) {
+  auto first = CheckpointManager::Create(run_, {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = CheckpointManager::Create(run_, {});
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("is in use by another Trainer::Fit (pid " +
+                                           std::to_string(::getpid()) + ")"),
+            std::string::npos)
+      << second.status();
+  auto moved = std::move(*first);  // the lock goes with the manager
+  EXPECT_FALSE(CheckpointManager::Create(run_, {}).ok());
+  { auto gone = std::move(moved); }
+  EXPECT_TRUE(CheckpointManager::Create(run_, {}).ok());
+}
+
+TEST_F(CheckpointManagerTest, NonFiniteMetricsAndOddNamesRoundTrip) {
+  ASSERT_TRUE(PrepareRunDirectory(run_).ok());
+  const Metrics metrics{{"loss", std::nan("")},
+                        {"grad_norm", HUGE_VAL},
+                        {"margin", -HUGE_VAL},
+                        {"epoch", 2},
+                        {std::string("bad\xff name"), 1}};
+  absl::StatusOr<Checkpoint> c = PersistCheckpoint(run_, 0, Source("a"), metrics, 1);
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(c->path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(std::isnan(read->metrics.at("loss")));
+  EXPECT_EQ(read->metrics.at("grad_norm"), HUGE_VAL);
+  EXPECT_EQ(read->metrics.at("margin"), -HUGE_VAL);
+  EXPECT_EQ(read->metrics.at("epoch"), 2);
+  EXPECT_EQ(read->metrics.size(), 5u);  // the name that is not UTF-8 kept, its bytes replaced
+}
+
+TEST_F(CheckpointManagerTest, RefusesACheckpointHoldingTheRunAndNamesABrokenLink) {
+  ASSERT_TRUE(PrepareRunDirectory(run_).ok());
+  for (const std::string& source : {run_, (root_ / "storage").string()}) {
+    absl::Status s = PersistCheckpoint(run_, 0, source, {}, 1).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << source;
+    EXPECT_NE(s.message().find("contains the run's directory"), std::string::npos) << s;
+  }
+  const std::string source = Source("a");
+  fs::create_symlink(root_ / "nowhere", fs::path(source) / "sub" / "dangling");
+  absl::Status s = PersistCheckpoint(run_, 0, source, {}, 1).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(s.message().find((fs::path(source) / "sub" / "dangling").string() +
+                             " is a symbolic link to nothing"),
+            std::string::npos)
+      << s;
+  EXPECT_FALSE(fs::exists(fs::path(run_) / "checkpoint_000000"));
 }
 
 TEST_F(CheckpointManagerTest, RefusesABadConfig) {

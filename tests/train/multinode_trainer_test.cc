@@ -4,13 +4,15 @@
 // shrinks the run to the one worker the cluster can still hold, resumed from the latest
 // checkpoint; a node that joins later with a slot grows it back to 2 at the next
 // checkpoint. Every epoch runs once, in order, and the result is what one process with the
-// global batch computes. The driver is this binary in a scenario mode, attached to the head's
-// node; the workers are this binary too, started by the node daemons.
+// global batch computes. And a driver whose own node dies ends Fit with that cause rather
+// than restarting the group forever. The driver is this binary in a scenario mode, attached to the
+// head's node; the workers are this binary too, started by the node daemons.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -80,10 +82,35 @@ int ScenarioElastic() {
   return 0;
 }
 
+// A run whose driver loses its own node (LOST_MARKERS: the marker directory): prints Fit's
+// error, then "lost done". Restarts are unlimited, so only the trainer's telling the
+// driver's loss of the cluster apart from a worker's death ends it.
+int ScenarioLost() {
+  raio::Init();
+  at::set_num_threads(1);
+  nlohmann::json config = raio_train_test::Config(2);
+  config["world_marker_dir"] = std::getenv("MARKERS");
+  config["until_world_size"] = 99;  // goes on, one epoch per 250 ms, until the node is lost
+  raio::train::RunConfig run;
+  run.name = "lost";
+  run.storage_path = std::getenv("STORAGE");
+  run.failure_config.max_failures = -1;
+  // On node b, the driver's: the worker dies with it, and the restart finds no cluster.
+  raio::train::ScalingConfig scaling{.num_workers = 1,
+                                     .resources_per_worker = {{"CPU", 1}, {"b_only", 1}}};
+  raio::train::Result result =
+      raio::train::Trainer(raio_train_test::TrainMlp, scaling, run, config).Fit();
+  std::cout << "error: " << result.error << "\nfailures: " << result.num_failures << "\n";
+  std::cout << "lost done" << std::endl;
+  std::_Exit(0);  // its node is gone: nothing to shut down
+}
+
 class MultiNodeTrainerTest : public CliClusterTest {
  protected:
-  std::string NodeFlags(const std::string& /*zone*/) const override {
-    return "--resources '{\"slot\": 1}'";
+  // One slot per node; node b also has "b_only", for a worker that must run there.
+  std::string NodeFlags(const std::string& zone) const override {
+    return zone == "b" ? "--resources '{\"slot\": 1, \"b_only\": 1}'"
+                       : "--resources '{\"slot\": 1}'";
   }
 };
 
@@ -126,6 +153,22 @@ TEST_F(MultiNodeTrainerTest, ALostNodeShrinksTheRunAndANewNodeGrowsItBack) {
   EXPECT_TRUE(Has(output, "weights as one process: yes")) << output;
 }
 
+TEST_F(MultiNodeTrainerTest, ADriverThatLosesItsNodeEndsFitInsteadOfRestartingForever) {
+  const fs::path markers = dir_ / "markers";
+  fs::create_directories(markers);
+  const fs::path out = dir_ / "lost.out";
+  SpawnDriver("lost", "b",
+              "MARKERS=" + markers.string() + " STORAGE=" + (dir_ / "storage").string(), out);
+  ASSERT_TRUE(raio_test::WaitFor([&] { return fs::exists(markers / "world_1"); }, 120s))
+      << ReadWholeFile(out);
+  ASSERT_EQ(::kill(DaemonPid(zones_["b"]), SIGKILL), 0);  // the driver's node
+  std::string output;
+  ASSERT_TRUE(WaitForOutput(out, {"lost done", "scenario failed"}, 120s, &output)) << output;
+  EXPECT_TRUE(Has(output, "error: UNAVAILABLE: the driver lost the cluster")) << output;
+  // The worker's death was one failure; the driver's own loss ended the run.
+  EXPECT_TRUE(Has(output, "failures: 1\n")) << output;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,5 +176,6 @@ int main(int argc, char** argv) {
     CliClusterTest::Self() = fs::read_symlink("/proc/self/exe").string();
     CliClusterTest::BaseTmp() = fs::temp_directory_path();
   };
-  return raio_test::ScenarioOrTestsMain(argc, argv, setup, {{"elastic", ScenarioElastic}});
+  return raio_test::ScenarioOrTestsMain(argc, argv, setup,
+                                        {{"elastic", ScenarioElastic}, {"lost", ScenarioLost}});
 }

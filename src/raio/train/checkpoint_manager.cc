@@ -1,11 +1,14 @@
 #include "raio/train/checkpoint_manager.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -92,20 +95,52 @@ absl::StatusOr<Checkpoint> PersistCheckpoint(const std::string& run_path, int64_
     return absl::InternalError(absl::StrCat("cannot persist checkpoint ", source_dir, " to ",
                                             final_path.string(), ": ", what));
   };
+  // Copying a directory into itself would not end: the run's directory inside the source.
+  const fs::path source_canon = fs::weakly_canonical(source_dir, ec);
+  const fs::path run_canon = fs::weakly_canonical(run_path, ec);
+  const std::string source_prefix = source_canon.string() + "/";
+  if (run_canon == source_canon || run_canon.string().starts_with(source_prefix)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the reported checkpoint ", source_dir, " contains the run's directory ", run_path,
+        ": report a directory of its own (e.g. under a temporary directory)"));
+  }
+  // Symbolic links are followed (the checkpoint holds the files they name).
   fs::copy(source_dir, tmp, fs::copy_options::recursive, ec);
-  if (ec) return fail(absl::StrCat("copy to ", tmp.string(), ": ", ec.message()));
+  if (ec) {
+    std::string culprit;
+    std::error_code walk_ec;
+    for (fs::recursive_directory_iterator it(source_dir, walk_ec), end; !walk_ec && it != end;
+         it.increment(walk_ec)) {
+      std::error_code status_ec;
+      if (it->is_symlink(status_ec) && !fs::exists(it->path(), status_ec)) {
+        culprit = absl::StrCat(" (", it->path().string(), " is a symbolic link to nothing)");
+        break;
+      }
+    }
+    return fail(absl::StrCat("copy to ", tmp.string(), ": ", ec.message(), culprit));
+  }
 
   nlohmann::json meta;
   meta["index"] = index;
   if (auto it = metrics.find("epoch"); it != metrics.end()) meta["epoch"] = it->second;
   if (auto it = metrics.find("step"); it != metrics.end()) meta["step"] = it->second;
-  meta["metrics"] = metrics;
+  // JSON has no NaN or infinity: those go as Python's json writes them, "NaN",
+  // "Infinity", "-Infinity", strings here, read back as numbers by ReadCheckpoint.
+  nlohmann::json metrics_json = nlohmann::json::object();
+  for (const auto& [name, value] : metrics) {
+    if (std::isfinite(value)) {
+      metrics_json[name] = value;
+    } else {
+      metrics_json[name] = std::isnan(value) ? "NaN" : value > 0 ? "Infinity" : "-Infinity";
+    }
+  }
+  meta["metrics"] = metrics_json;
   meta["world_size"] = world_size;
   meta["time_unix_s"] =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   {
     std::ofstream out(tmp / kMetadataFileName, std::ios::trunc);
-    out << meta.dump(2) << "\n";
+    out << meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     out.close();
     if (!out) return fail(absl::StrCat("write ", (tmp / kMetadataFileName).string()));
   }
@@ -134,7 +169,13 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir) {
   checkpoint.index = meta["index"].get<int64_t>();
   if (meta.contains("metrics") && meta["metrics"].is_object()) {
     for (const auto& [name, value] : meta["metrics"].items()) {
-      if (value.is_number()) checkpoint.metrics[name] = value.get<double>();
+      if (value.is_number()) {
+        checkpoint.metrics[name] = value.get<double>();
+      } else if (value == "NaN") {
+        checkpoint.metrics[name] = std::nan("");
+      } else if (value == "Infinity" || value == "-Infinity") {
+        checkpoint.metrics[name] = value == "Infinity" ? HUGE_VAL : -HUGE_VAL;
+      }
     }
   }
   return checkpoint;
@@ -159,6 +200,27 @@ absl::StatusOr<CheckpointManager> CheckpointManager::Create(std::string run_path
                                                             CheckpointConfig config) {
   if (absl::Status s = ValidateCheckpointConfig(config); !s.ok()) return s;
   if (absl::Status s = PrepareRunDirectory(run_path); !s.ok()) return s;
+  const fs::path lock_path = fs::path(run_path) / ".run.lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot open the run's lock ", lock_path.string(), ": ", std::strerror(errno)));
+  }
+  auto lock_fd = std::shared_ptr<int>(new int(fd), [](int* p) {
+    ::close(*p);
+    delete p;
+  });
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char holder[32] = {};
+    (void)!::pread(fd, holder, sizeof(holder) - 1, 0);
+    return absl::FailedPreconditionError(
+        absl::StrCat("the run ", run_path, " is in use by another Trainer::Fit (pid ", holder,
+                     "): one live run per name; give this one another RunConfig.name"));
+  }
+  const std::string pid = std::to_string(::getpid());
+  // The pid is only for a later locker's message: best effort.
+  (void)!::ftruncate(fd, 0);
+  (void)!::pwrite(fd, pid.data(), pid.size(), 0);
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(run_path, ec)) {
     if (entry.path().filename().string().starts_with(kTempPrefix)) {
@@ -167,6 +229,7 @@ absl::StatusOr<CheckpointManager> CheckpointManager::Create(std::string run_path
     }
   }
   CheckpointManager manager(std::move(run_path), std::move(config));
+  manager.lock_fd_ = std::move(lock_fd);
   absl::StatusOr<std::vector<Checkpoint>> found = manager.Rescan();
   if (!found.ok()) return found.status();
   return manager;
@@ -200,6 +263,7 @@ absl::StatusOr<std::vector<Checkpoint>> CheckpointManager::Rescan() {
   for (const auto& entry : it) {
     const int64_t index = IndexOfName(entry.path().filename().string());
     if (index < 0 || !entry.is_directory(ec)) continue;
+    next_index_ = std::max(next_index_, index + 1);  // a persist there would fail: "exists"
     absl::StatusOr<Checkpoint> checkpoint = ReadCheckpoint(entry.path().string());
     if (!checkpoint.ok()) continue;  // not ours, or written by hand: left alone
     checkpoint->index = index;       // the directory's name wins over a copied metadata file

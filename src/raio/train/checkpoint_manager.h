@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,12 +48,15 @@ absl::Status ValidateCheckpointConfig(const CheckpointConfig& config);
 
 class CheckpointManager {
  public:
-  // Prepares the run directory (PrepareRunDirectory), removes temporary directories left by
-  // writers that died, and scans (Rescan). Errors of either, or InvalidArgument for a bad
-  // config.
+  // Prepares the run directory (PrepareRunDirectory), locks it for this manager's life
+  // (flock(2) on <run>/.run.lock, which holds the locker's pid: one live Fit per run),
+  // removes temporary directories left by writers that died, and scans (Rescan). Errors of
+  // those; FailedPrecondition naming the holder's pid when another manager (another Fit,
+  // in this or another process) holds the run; InvalidArgument for a bad config.
   static absl::StatusOr<CheckpointManager> Create(std::string run_path, CheckpointConfig config);
 
-  // Reads every checkpoint_<index> directory with valid metadata (others are left alone),
+  // Reads every checkpoint_<index> directory with valid metadata (others are left alone,
+  // but their indexes are never given out again),
   // then deletes those retention drops: all but the best num_to_keep by the score
   // attribute (the newest without one) and the latest. Returns the checkpoints it had not
   // seen before, oldest first. Internal when the directory cannot be listed; a failed
@@ -77,6 +81,7 @@ class CheckpointManager {
 
   std::string run_path_;
   CheckpointConfig config_;
+  std::shared_ptr<int> lock_fd_;  // the run's lock, released when the last copy goes
   std::vector<Checkpoint> kept_;  // best first
   int64_t next_index_ = 0;
 };

@@ -1,5 +1,6 @@
 #include "raio/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -7,6 +8,8 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -40,6 +43,10 @@ constexpr auto kSetupTimeout = std::chrono::seconds(120);
 constexpr int kElasticSizeWaitSeconds = 2;
 constexpr auto kProbeWindow = std::chrono::seconds(2);
 constexpr auto kProbeBackoff = std::chrono::seconds(5);
+// Restarts: an attempt that ends within kQuickAttempt counts as quick; quick ones in a row
+// wait 1, 2, 4 ... s before the next, at most kMaxRestartBackoff.
+constexpr auto kQuickAttempt = std::chrono::seconds(10);
+constexpr auto kMaxRestartBackoff = std::chrono::milliseconds(30000);
 
 const char* StrategyName(PlacementStrategy s) {
   switch (s) {
@@ -86,7 +93,8 @@ std::string DefaultName() {
   gmtime_r(&now, &tm);
   char buf[32];
   std::strftime(buf, sizeof(buf), "train_%Y-%m-%d_%H-%M-%S", &tm);
-  return buf;
+  // A random tail, as Ray's trial names have: two runs started in one second get two runs.
+  return absl::StrCat(buf, "_", absl::Hex(std::random_device{}() & 0xffffff, absl::kZeroPad6));
 }
 
 // How one attempt of the group ended.
@@ -98,6 +106,11 @@ struct AttemptEnd {
 
 AttemptEnd Fatal(absl::Status s) { return AttemptEnd{std::move(s), false}; }
 AttemptEnd Retry(absl::Status s) { return AttemptEnd{std::move(s), true}; }
+// The driver lost its cluster (its node or the head is gone): no restart can help.
+AttemptEnd Lost(const ClusterUnavailableError& e) {
+  return Fatal(absl::UnavailableError(
+      absl::StrCat("the driver lost the cluster, so the run cannot go on: ", e.what())));
+}
 
 // Rank `rank`'s shard of `rows` over `world` ranks: positions rank, rank + world, ... of
 // the rows padded by repeating their head to a multiple of `world`.
@@ -180,6 +193,8 @@ std::optional<AttemptEnd> Attempt::CreateGroup(int n) {
   options.strategy = scaling_.placement_strategy;
   try {
     group_ = CreatePlacementGroup(options);
+  } catch (const ClusterUnavailableError& e) {
+    return Lost(e);
   } catch (const InvalidUsageError& e) {
     return Fatal(absl::InvalidArgumentError(
         absl::StrCat("the scaling config ", Demand(n), " is not a valid demand: ", e.what())));
@@ -197,6 +212,8 @@ AttemptEnd Attempt::Reserve() {
     try {
       created = group_.Wait(kElasticSizeWaitSeconds);
     } catch (const UnschedulableError&) {  // never fits: try fewer
+    } catch (const ClusterUnavailableError& e) {
+      return Lost(e);
     } catch (const RaioException& e) {
       return Retry(absl::UnavailableError(
           absl::StrCat("the placement group for ", Demand(n), " failed: ", e.what())));
@@ -221,6 +238,8 @@ AttemptEnd Attempt::ReserveAndWait(int n) {
     } catch (const UnschedulableError& e) {
       return Fatal(absl::FailedPreconditionError(
           absl::StrCat("no cluster can meet the scaling config: ", Demand(n), ": ", e.what())));
+    } catch (const ClusterUnavailableError& e) {
+      return Lost(e);
     } catch (const RaioException& e) {
       return Retry(absl::UnavailableError(
           absl::StrCat("the placement group for ", Demand(n), " failed: ", e.what())));
@@ -495,7 +514,9 @@ Result Trainer::Fit() {
   base.experiment_name = run.name;
   base.run_path = result.path;
 
+  int quick_failures = 0;  // restarts in a row whose attempt ended within kQuickAttempt
   for (int attempt = 0;; ++attempt) {
+    const auto attempt_start = Clock::now();
     std::optional<Checkpoint> latest = checkpoints->latest();
     base.attempt = attempt;
     base.checkpoint_path = latest ? latest->path : "";
@@ -523,12 +544,19 @@ Result Trainer::Fit() {
       break;
     }
     ++result.num_failures;
+    // Back off when attempts keep failing fast (a group that cannot start, workers that die
+    // at once): 1, 2, 4 ... 30 s, so that a restart loop never spins.
+    quick_failures = Clock::now() - attempt_start < kQuickAttempt ? quick_failures + 1 : 0;
+    const auto backoff = std::min<std::chrono::milliseconds>(
+        kMaxRestartBackoff,
+        std::chrono::milliseconds(int64_t{1000} << std::clamp(quick_failures - 1, 0, 5)));
     std::optional<Checkpoint> from = checkpoints->latest();
     std::cerr << "raio.train: " << run.name << ": " << end.status.message()
               << "; restarting the worker group from "
               << (from ? from->path : std::string("the start")) << " (failure "
-              << result.num_failures << (max < 0 ? std::string() : absl::StrCat(" of ", max))
-              << ")\n";
+              << result.num_failures << (max < 0 ? std::string() : absl::StrCat(" of ", max)) << ")"
+              << (quick_failures > 0 ? absl::StrCat(" in ", backoff.count(), " ms") : "") << "\n";
+    if (quick_failures > 0) std::this_thread::sleep_for(backoff);
   }
   result.checkpoint = checkpoints->latest();
   result.best_checkpoint = checkpoints->best();

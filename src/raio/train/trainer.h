@@ -111,15 +111,18 @@ struct CheckpointConfig {
 // What to do when workers fail (Ray's FailureConfig).
 struct FailureConfig {
   // Restarts of the worker group after a worker died (process killed, node lost), each
-  // from the latest checkpoint; -1: no limit [0: the first failure fails Fit()].
+  // from the latest checkpoint; -1: no limit [0: the first failure fails Fit()]. Attempts
+  // that keep failing within 10 s wait 1, 2, 4 ... 30 s before the next restart. The
+  // driver's own loss of the cluster (its node or the head gone) is not retried.
   int max_failures = 0;
 };
 
 // Where and under which name a run stores its checkpoints (Ray's RunConfig).
 struct RunConfig {
   // The run's name and directory under storage_path; a run started with the name of an
-  // earlier one resumes from its latest checkpoint [""; "train_<UTC time>"].
-  // Letters, digits, '-', '_' and '.' only (not "." or "..").
+  // earlier one resumes from its latest checkpoint [""; "train_<UTC time>_<6 random hex>"].
+  // Letters, digits, '-', '_' and '.' only (not "." or ".."). One live Fit per run: a
+  // second one (any process) fails FailedPrecondition naming the first one's pid.
   std::string name{};
   // A directory every node can reach (on a cluster, a shared volume); created if missing;
   // must be writable [""; $HOME/raio_results, else /tmp/raio_results].
@@ -167,10 +170,11 @@ struct Result {
   // OK when training finished on every worker. Otherwise: InvalidArgument (bad config),
   // FailedPrecondition (no cluster can meet the scaling config: the message names the
   // demand, with min_workers the minimum's; storage not writable: the message names the
-  // path; raio not initialized, or the
-  // function not registered), DeadlineExceeded (placement_timeout), Unknown (the training
-  // function threw: "worker rank R raised TYPE: MESSAGE"), Unavailable (workers died more
-  // than max_failures times: the message names the last cause and the rank).
+  // path; the run in use by another live Fit; raio not initialized, or the function not
+  // registered), DeadlineExceeded (placement_timeout), Unknown (the training function
+  // threw: "worker rank R raised TYPE: MESSAGE"), Unavailable (workers died more than
+  // max_failures times: the message names the last cause and the rank; or "the driver
+  // lost the cluster").
   absl::Status error;
 };
 
