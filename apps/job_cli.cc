@@ -75,11 +75,26 @@ absl::StatusOr<Reply> Call(const Endpoint& ep, http::verb method, const std::str
       req.body() = body;
     }
     req.prepare_payload();
-    http::write(stream, req);
+    // Write and read at once: a server that refuses the body (413 past the package limit)
+    // answers before it has read it and stops reading, so a client that wrote everything
+    // first would block forever. The answer ends the write.
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
     parser.body_limit(1ull << 32);
-    http::read(stream, buffer, parser);
+    beast::error_code write_ec, read_ec;
+    bool answered = false;
+    http::async_write(stream, req, [&](beast::error_code e, size_t) { write_ec = e; });
+    http::async_read(stream, buffer, parser, [&](beast::error_code e, size_t) {
+      read_ec = e;
+      answered = !e;
+      stream.cancel();  // the write, if it is still going
+    });
+    ioc.run();
+    if (!answered) {
+      const beast::error_code& cause =
+          write_ec && write_ec != asio::error::operation_aborted ? write_ec : read_ec;
+      throw beast::system_error(cause);
+    }
     beast::error_code ec;
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);
     return Reply{static_cast<int>(parser.get().result_int()), parser.get().body(),
@@ -118,7 +133,16 @@ bool FollowLogs(const Endpoint& ep, const std::string& id) {
       beast::flat_buffer buffer;
       beast::error_code ec;
       ws.read(buffer, ec);
-      if (ec == websocket::error::closed) return true;
+      if (ec == websocket::error::closed) {
+        // The server closes normally once the job is terminal and its log all sent.
+        if (ws.reason().code == websocket::close_code::normal) return true;
+        std::cerr << "raio job: the log stream of '" << id << "' ended before the job did"
+                  << (ws.reason().reason.empty() ? std::string()
+                                                 : ": " + std::string(ws.reason().reason.data(),
+                                                                      ws.reason().reason.size()))
+                  << "\n";
+        return false;
+      }
       if (ec) {
         std::cerr << "raio job: the log stream broke: " << ec.message() << "\n";
         return false;
@@ -437,7 +461,16 @@ int JobCommands::List() {
                   j.value("submission_id", "").c_str(), j.value("status", "").c_str(),
                   FormatTime(j["start_time"]).c_str(), FormatTime(j["end_time"]).c_str());
     std::string row = line;
-    std::string entry = j.value("entrypoint", "");
+    // One line per job, and no terminal escape reaches the screen: control characters
+    // (newlines, ESC) of the entrypoint are shown as \xNN.
+    std::string entry;
+    for (unsigned char c : j.value("entrypoint", "")) {
+      if (c < 0x20 || c == 0x7f) {
+        absl::StrAppend(&entry, "\\x", absl::Hex(c, absl::kZeroPad2));
+      } else {
+        entry.push_back(static_cast<char>(c));
+      }
+    }
     const int room = std::max(10, width - static_cast<int>(row.size()));
     if (static_cast<int>(entry.size()) > room) entry = entry.substr(0, room - 3) + "...";
     std::cout << row << entry << "\n";

@@ -585,6 +585,16 @@ int main(int argc, char** argv) {
     // 100+), --help and friends exit 0.
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // `raio start` becomes the daemon, whose command line `ps` shows for its whole life: the
+  // Redis password (parsed by now) is overwritten there.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--redis-password" && i + 1 < argc) {
+      std::memset(argv[i + 1], '*', std::strlen(argv[i + 1]));
+    } else if (arg.starts_with("--redis-password=")) {
+      std::memset(argv[i] + 17, '*', arg.size() - 17);
+    }
+  }
   absl::Status env_config = raio::config::ResetToEnvironment();
   raio::InitLogging(spdlog::level::warn);
   if (!env_config.ok()) {

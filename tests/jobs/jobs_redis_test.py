@@ -15,6 +15,7 @@ helpers of jobs_test.py); nothing sleeps to synchronise.
 """
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -212,7 +213,22 @@ class RedisStorageTest(unittest.TestCase):
                                                   "submission_id": "one"})
         self.assertEqual(status, 200, j)
         self.assertEqual(h.wait_status("one", TERMINAL)["status"], "SUCCEEDED")
+        status, j = h.http("POST", "/api/jobs/", {"entrypoint": "echo up; exec sleep 100000",
+                                                  "submission_id": "long"})
+        self.assertEqual(status, 200, j)
+        h.wait_status("long", ("RUNNING",))
+        follower = subprocess.Popen([RAIO, "job", "logs", "--follow", "long"], env=h.env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # It prints the log's first line once its tail is open.
+        ready, _, _ = select.select([follower.stdout], [], [], scaled(30))
+        self.assertTrue(ready, "the follower printed nothing")
+        self.assertEqual(follower.stdout.readline(), "up\n")
         self.redis.kill()
+        # The follower does not take the cut stream for the job's end.
+        out, err = follower.communicate(timeout=scaled(60))
+        self.assertEqual(follower.returncode, 1, out + err)
+        self.assertIn("ended before the job did", err)
+        self.assertIn(self.redis.address, err)
         for method, path, body in (("GET", "/api/jobs/", None), ("GET", "/api/jobs/one", None),
                                    ("GET", "/api/jobs/one/logs", None),
                                    ("POST", "/api/jobs/", {"entrypoint": "true"}),
@@ -228,7 +244,7 @@ class RedisStorageTest(unittest.TestCase):
         self.redis.start()  # empty: this test's Redis keeps nothing on disk
         status, jobs = h.http("GET", "/api/jobs/")
         self.assertEqual(status, 200, jobs)
-        self.assertEqual([j["submission_id"] for j in jobs], ["one"])
+        self.assertEqual([j["submission_id"] for j in jobs], ["one", "long"])
         status, j = h.http("POST", "/api/jobs/", {"entrypoint": "echo two",
                                                   "submission_id": "two"})
         self.assertEqual(status, 200, j)
@@ -241,7 +257,7 @@ class RedisStorageTest(unittest.TestCase):
         again = self.head()
         status, jobs = again.http("GET", "/api/jobs/")
         self.assertEqual(status, 200, jobs)
-        self.assertEqual(sorted(j["submission_id"] for j in jobs), ["one", "two"])
+        self.assertEqual(sorted(j["submission_id"] for j in jobs), ["long", "one", "two"])
 
 
 def main():

@@ -424,6 +424,17 @@ class CliTest(unittest.TestCase):
         r = CLUSTER.raio("job", "submit", "--runtime-env-json", '{"conda": "x"}', "--", "true")
         self.assertEqual(r.returncode, 1)
         self.assertIn("conda", r.stderr)
+        # A working directory past the server's limit (50 MB here): the 413 reaches the CLI
+        # while it uploads (it hung writing a body the server no longer read).
+        big = os.path.join(CLUSTER.tmp, "big_wd")
+        os.mkdir(big)
+        with open(os.path.join(big, "blob"), "wb") as f:
+            f.write(os.urandom(60 * 1000 * 1000))
+        r = CLUSTER.raio("job", "submit", "--working-dir", big, "--", "true")
+        shutil.rmtree(big)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("larger than the limit", r.stderr)
+        self.assertIn("413", r.stderr)
         # Broke: another HTTP server's 404 printed as "HTTP 404: " with no reason.
         other = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1",
                                   "0"], cwd=CLUSTER.tmp, stdout=subprocess.PIPE,

@@ -282,9 +282,31 @@ void HttpServer::Tail(Connection* c, const std::string& id, void* request) {
   const int fd = c->socket.native_handle();
   while (!stopping_) {
     auto chunk = backend_->ReadLogs(id, offset, 256 << 10);
-    if (!chunk.ok()) {  // deleted meanwhile
-      ws.close(websocket::close_reason(websocket::close_code::going_away), ec);
+    if (!chunk.ok()) {  // deleted meanwhile, or the store cannot be reached
+      // A close reason is at most 123 bytes.
+      std::string why(chunk.status().message().substr(0, 120));
+      while (!why.empty() && (static_cast<unsigned char>(why.back()) & 0xC0) == 0x80) {
+        why.pop_back();  // no UTF-8 sequence cut in two
+      }
+      if (!why.empty() && static_cast<unsigned char>(why.back()) >= 0xC0) why.pop_back();
+      ws.close(websocket::close_reason(websocket::close_code::going_away, why), ec);
       return;
+    }
+    if (chunk->skipped > 0) {
+      // The reader fell behind the store's cut: say so on a line of its own, and go on from
+      // the next whole line (no spliced half line).
+      uint64_t skipped = chunk->skipped + pending.size();
+      pending.clear();
+      const size_t newline = chunk->data.find('\n');
+      const size_t cut = newline == std::string::npos ? chunk->data.size() : newline + 1;
+      skipped += cut;
+      chunk->data.erase(0, cut);
+      const std::string marker = absl::StrCat(
+          "\n[raio: ", skipped,
+          " bytes of this log were dropped before they could be sent: the jobs storage keeps "
+          "the last part of each log]\n");
+      ws.write(asio::buffer(marker), ec);
+      if (ec) return;
     }
     if (!chunk->data.empty() || (chunk->complete && !pending.empty())) {
       // Text frames must be UTF-8: a character split between chunks waits for its end,

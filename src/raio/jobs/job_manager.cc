@@ -508,6 +508,7 @@ absl::StatusOr<LogChunk> JobManager::ReadLogs(const std::string& id, uint64_t of
   LogChunk c;
   // A store that dropped the log's front starts at its oldest byte kept.
   c.next_offset = std::max(offset, log->offset) + log->data.size();
+  c.skipped = log->offset > offset ? log->offset - offset : 0;
   c.data = std::move(log->data);
   c.complete = terminal && c.next_offset >= log->size;
   return c;

@@ -22,6 +22,9 @@ namespace raio::jobs {
 struct LogChunk {
   std::string data;
   uint64_t next_offset = 0;
+  // Bytes between the offset asked for and `data`: the store dropped the log's front
+  // (a Redis copy keeps the last max_log_bytes) before the reader got there.
+  uint64_t skipped = 0;
   // The job is terminal and `data` reaches the end of its log: nothing more will come.
   bool complete = false;
 };

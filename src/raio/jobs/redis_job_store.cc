@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "spdlog/spdlog.h"
 
 namespace raio::jobs {
 
@@ -218,14 +219,14 @@ absl::Status RedisJobStore::Acquire() {
 }
 
 void RedisJobStore::Renew() {
+  // Fenced for good once another head took the namespace: what this head holds in memory
+  // is stale (the other head may have deleted, replaced or added jobs).
+  if (lost_.load()) return;
   auto r = Send({"EVAL", kLeaseScript, "1", options_.ns + ":head", holder_,
                  std::to_string(std::max<int64_t>(options_.lease.count(), 1))});
   if (!r.ok()) return;  // an outage: the calls answer Unavailable meanwhile
   std::lock_guard<std::mutex> l(lease_mu_);
-  if ((*r)->type == REDIS_REPLY_INTEGER) {
-    lost_to_.clear();
-    lost_.store(false);
-  } else {
+  if ((*r)->type != REDIS_REPLY_INTEGER) {
     lost_to_ = HolderText(std::string_view((*r)->str, (*r)->len));
     lost_.store(true);
   }
@@ -290,8 +291,8 @@ absl::StatusOr<RedisJobStore::Reply> RedisJobStore::Command(
     return absl::UnavailableError(absl::StrCat(
         "another head (", lost_to_, ") took the namespace '", options_.ns, "' of the Redis at ",
         options_.address,
-        " while this one could not reach it; this head writes nothing more there until the "
-        "namespace is free again"));
+        " while this one could not reach it; this head writes nothing more there (what it "
+        "holds may be stale): restart it (raio stop, raio start) once the other is gone"));
   }
   return Send(args);
 }
@@ -304,28 +305,50 @@ absl::StatusOr<RedisJobStore::Reply> RedisJobStore::Send(
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
-  std::lock_guard<std::mutex> l(mu_);
+  // While Redis is failing, a call that would queue behind one already trying it fails at
+  // once with that call's last error, so that N callers do not wait N timeouts in turn.
+  std::unique_lock<std::mutex> l(mu_, std::defer_lock);
+  if (failing_.load() && !l.try_lock()) {
+    std::lock_guard<std::mutex> e(error_mu_);
+    return Unavailable(absl::StrCat(last_error_, " (another call is trying it again now)"));
+  }
+  if (!l.owns_lock()) l.lock();
   ScopedSigpipeBlock no_sigpipe;
-  if (absl::Status s = ConnectLocked(); !s.ok()) return s;
-  Reply r(static_cast<redisReply*>(
-      redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lens.data())));
-  if (r == nullptr) {
-    // The connection is broken (closed, timed out): drop it; the next call reconnects.
-    std::string why = context_->errstr;
-    redisFree(context_);
-    context_ = nullptr;
-    return Unavailable(why);
-  }
-  if (r->type == REDIS_REPLY_ERROR) {
-    std::string msg(r->str, r->len);
-    // Errors of a Redis that is not (yet) usable, rather than of the command.
-    for (std::string_view transient :
-         {"NOAUTH", "WRONGPASS", "LOADING", "MASTERDOWN", "BUSY", "READONLY", "MISCONF"}) {
-      if (msg.starts_with(transient)) return Unavailable(msg);
+  absl::StatusOr<Reply> result = [&]() -> absl::StatusOr<Reply> {
+    if (absl::Status s = ConnectLocked(); !s.ok()) return s;
+    Reply r(static_cast<redisReply*>(
+        redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lens.data())));
+    if (r == nullptr) {
+      // The connection is broken (closed, timed out): drop it; the next call reconnects.
+      std::string why = context_->errstr;
+      if (context_->err == REDIS_ERR_IO &&
+          (why.find("temporarily unavailable") != std::string::npos ||
+           why.find("timed out") != std::string::npos)) {
+        why = absl::StrCat("no answer within ", options_.command_timeout.count(), " ms");
+      }
+      redisFree(context_);
+      context_ = nullptr;
+      return Unavailable(why);
     }
-    return absl::InternalError(absl::StrCat("Redis at ", options_.address, " answered: ", msg));
+    if (r->type == REDIS_REPLY_ERROR) {
+      std::string msg(r->str, r->len);
+      // Errors of a Redis that is not (yet) usable, rather than of the command.
+      for (std::string_view transient :
+           {"NOAUTH", "WRONGPASS", "LOADING", "MASTERDOWN", "BUSY", "READONLY", "MISCONF", "OOM"}) {
+        if (msg.starts_with(transient)) return Unavailable(msg);
+      }
+      return absl::InternalError(absl::StrCat("Redis at ", options_.address, " answered: ", msg));
+    }
+    return r;
+  }();
+  if (result.ok()) {
+    failing_.store(false);
+  } else if (absl::IsUnavailable(result.status())) {
+    std::lock_guard<std::mutex> e(error_mu_);
+    last_error_ = std::string(result.status().message());
+    failing_.store(true);
   }
-  return r;
+  return result;
 }
 
 absl::Status RedisJobStore::Check() {
@@ -350,10 +373,17 @@ absl::StatusOr<std::vector<JobRecord>> RedisJobStore::LoadRecords() {
         nlohmann::json::parse(std::string_view(value->str, value->len), nullptr, false);
     absl::StatusOr<JobRecord> rec = absl::InvalidArgumentError("not JSON");
     if (!j.is_discarded()) rec = JobRecord::FromJson(j);
+    if (rec.ok() && (rec->submission_id != id || !IsValidSubmissionId(id))) {
+      rec = absl::InvalidArgumentError(absl::StrCat("its submission_id is '", rec->submission_id,
+                                                    "' (a valid id equal to the field's name)"));
+    }
     if (!rec.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("the record of job '", id, "' in ", key, " (",
-                                                     Describe(),
-                                                     ") does not parse: ", rec.status().message()));
+      // Skipped, and left in Redis as it is: one bad record does not keep the head down.
+      spdlog::error(
+          "jobs: the record of job '{}' in {} ({}) is skipped: it does not parse: {}; fix or "
+          "delete it (redis-cli HDEL {} '{}')",
+          id, key, Describe(), std::string(rec.status().message()), key, id);
+      continue;
     }
     out.push_back(std::move(*rec));
   }

@@ -15,13 +15,15 @@
 // waits up to `lease` (the lease of a head that was killed without giving it back runs
 // out) and then fails FailedPrecondition naming that head. A head whose lease another head
 // took (Redis down for longer than the lease while a second head started) answers every
-// call Unavailable, naming the new holder, and writes nothing more; it takes the namespace
-// back only once it is free again.
+// call Unavailable, naming the new holder, and writes nothing more, for good: what it
+// holds in memory may be stale, so only a restart (a new store) serves the namespace again.
 //
 // One connection, behind a mutex: every call is one command or script, bounded by the
 // connect and command timeouts. A call that fails on the connection (Redis gone, a
 // timeout) drops it and answers Unavailable naming the address; the next call connects
-// again, so the store recovers by itself when Redis returns.
+// again, so the store recovers by itself when Redis returns. While Redis is failing, a
+// call that finds another one trying it answers Unavailable at once instead of waiting.
+// A full Redis (OOM under maxmemory) is Unavailable too.
 // SIGPIPE from a connection Redis closed is blocked and discarded around each call.
 // Thread-safety: thread-safe; calls block for at most about connect_timeout +
 // command_timeout.
@@ -67,6 +69,8 @@ class RedisJobStore : public JobStore {
 
   std::string Describe() const override;
   std::string_view RestartedWhat() const override { return "head"; }
+  // A record that does not parse, or whose id is not valid or not its field's name, is
+  // skipped with an error in the log naming it, and left in Redis as it is.
   absl::StatusOr<std::vector<JobRecord>> LoadRecords() override;
   absl::Status PutRecord(const JobRecord& record) override;
   absl::Status DeleteJob(const std::string& id) override;
@@ -93,7 +97,7 @@ class RedisJobStore : public JobStore {
   absl::StatusOr<Reply> Send(const std::vector<std::string_view>& args);
   // Takes the lease, waiting up to options_.lease for another holder's to run out.
   absl::Status Acquire();
-  // Renews the lease (or takes it again once free); records a loss in lost_to_.
+  // Renews the lease (or takes it when Redis lost the key); records a loss in lost_to_.
   void Renew();
   void KeepLease();              // the renewing thread
   absl::Status ConnectLocked();  // mu_ held
@@ -107,6 +111,9 @@ class RedisJobStore : public JobStore {
   std::mutex mu_;          // the connection: one command at a time
   redisContext* context_ = nullptr;
   std::atomic<uint64_t> connections_{0};
+  std::atomic<bool> failing_{false};  // the last call could not reach Redis
+  std::mutex error_mu_;
+  std::string last_error_;  // error_mu_: that call's error
 
   std::string holder_;  // this head's lease value: "HOST pid PID since TIME token HEX"
   std::mutex lease_mu_;
