@@ -146,6 +146,7 @@ std::string LocalCluster::node_address() const {
 }
 
 void LocalCluster::Stop() {
+  if (head_) head_->BeginClusterStop();  // the node's leaving is no death to warn about
   if (node_) node_->Stop();
   if (head_) head_->Stop();
   node_.reset();

@@ -184,8 +184,13 @@ void HeadService::OnClose(const std::shared_ptr<rpc::Connection>& conn) {
 void HeadService::DeclareDead(const std::string& id, const std::string& cause) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
-  RAIO_LOG_WARN("node {} ({}) is dead: {}", id, rpc::DescribeAddress(it->second.info.address()),
-                cause);
+  if (cluster_stopping_.load()) {
+    RAIO_LOG_INFO("node {} ({}) left as the cluster stops: {}", id,
+                  rpc::DescribeAddress(it->second.info.address()), cause);
+  } else {
+    RAIO_LOG_WARN("node {} ({}) is dead: {}", id, rpc::DescribeAddress(it->second.info.address()),
+                  cause);
+  }
   std::shared_ptr<rpc::Connection> conn = std::move(it->second.conn);
   proto::NodeInfo dead = std::move(it->second.info);
   nodes_.erase(it);

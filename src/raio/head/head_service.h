@@ -62,6 +62,10 @@ class HeadService {
   ~HeadService();
   // Stops accepting and closes every connection. Idempotent.
   void Stop();
+  // The whole cluster is stopping (its nodes are being stopped on purpose): a node whose
+  // connection closes from now on is logged at info level, not warned about as a death.
+  // Any thread.
+  void BeginClusterStop() { cluster_stopping_.store(true); }
   // "host:port" clients connect to.
   std::string address() const;
   int port() const;
@@ -177,6 +181,7 @@ class HeadService {
   std::unique_ptr<PlacementGroupManager> placement_groups_;
   std::unique_ptr<PackageStore> packages_;  // null without Options::package_dir
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> cluster_stopping_{false};
 };
 
 }  // namespace raio::head

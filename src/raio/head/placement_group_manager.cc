@@ -504,7 +504,7 @@ void PlacementGroupManager::Schedule() {
       }
       g.info.set_infeasible(true);
       g.info.set_message(infeasible);
-      RAIO_LOG_WARN("{}", infeasible);
+      RAIO_LOG_INFO("{}", infeasible);  // Wait tells its creator
       NotifyWaiters(g);
       continue;
     }
