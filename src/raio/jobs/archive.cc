@@ -122,6 +122,9 @@ absl::StatusOr<std::string> PackDirectory(const std::string& dir,
   std::string out;
   std::unique_ptr<archive, ArchiveDeleter> a(archive_write_new());
   archive_write_set_format_zip(a.get());
+  // No padding of the last block (libarchive pads to 10 KiB blocks by default): the package
+  // is exactly the zip, so the server's size limit applies to what the directory holds.
+  archive_write_set_bytes_in_last_block(a.get(), 1);
   if (archive_write_open(a.get(), &out, nullptr, AppendToString, nullptr) != ARCHIVE_OK) {
     return absl::InternalError(archive_error_string(a.get()));
   }

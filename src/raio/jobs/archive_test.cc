@@ -46,6 +46,17 @@ TEST_F(ArchiveTest, PacksAndUnpacksWithModesAndExcludes) {
             (std::vector<std::string>{"run.sh", "sub/data.txt"}));
 }
 
+TEST_F(ArchiveTest, APackageIsTheZipWithoutPadding) {
+  // Two small files: a few hundred bytes of zip, not a 10 KiB block of mostly zeros (the
+  // server's limit would count the padding).
+  auto zip = PackDirectory((root_ / "src").string(), {"build"}, 1 << 20);
+  ASSERT_TRUE(zip.ok()) << zip.status();
+  EXPECT_LT(zip->size(), 1024u);
+  // The zip ends with its end-of-central-directory record (PK\5\6, 22 bytes, no comment).
+  ASSERT_GE(zip->size(), 22u);
+  EXPECT_EQ(zip->substr(zip->size() - 22, 4), std::string("PK\x05\x06"));
+}
+
 TEST_F(ArchiveTest, RefusesADirectoryOverTheLimit) {
   auto zip = PackDirectory((root_ / "src").string(), {}, 100);
   EXPECT_EQ(zip.status().code(), absl::StatusCode::kResourceExhausted);

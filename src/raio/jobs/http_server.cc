@@ -231,8 +231,10 @@ void HttpServer::Serve(Connection* c) {
     if (ec == http::error::body_limit) {
       std::string what =
           IsPackagePut(parser)
-              ? absl::StrCat("the package is larger than the limit of ",
-                             backend_->MaxPackageBytes(), " bytes (raio-jobs --max-package-bytes)")
+              ? absl::StrCat(
+                    "the package is larger than the limit of ", backend_->MaxPackageBytes(),
+                    " bytes (RAIO_JOBS_MAX_PACKAGE_BYTES in the environment of raio start --head, "
+                    "or raio-jobs --max-package-bytes)")
               : absl::StrCat("the request body is larger than the limit of ",
                              options_.max_body_bytes, " bytes");
       WriteResponse(c->socket, ErrorResponse(413, what), 11, false);

@@ -584,9 +584,10 @@ absl::Status JobManager::PutPackage(const std::string& name, std::string_view by
     return absl::InvalidArgumentError(absl::StrCat("bad package name '", name, "'"));
   }
   if (bytes.size() > options_.max_package_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the package is ", bytes.size(), " bytes, over the limit of ",
-                     options_.max_package_bytes, " bytes (raio-jobs --max-package-bytes)"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the package is ", bytes.size(), " bytes, over the limit of ", options_.max_package_bytes,
+        " bytes (RAIO_JOBS_MAX_PACKAGE_BYTES in the environment of raio start --head, "
+        "or raio-jobs --max-package-bytes)"));
   }
   if (std::optional<std::string> want = DigestInName(name)) {
     if (std::string got = Sha256Hex(bytes); got != *want) {
