@@ -32,6 +32,15 @@ using namespace std::chrono_literals;
 using raio_test::CliClusterTest;
 using raio_test::ReadWholeFile;
 
+// A driver's run named `name` under STORAGE, restarted up to `max_failures` times.
+raio::train::RunConfig StoredRun(const std::string& name, int max_failures) {
+  raio::train::RunConfig run;
+  run.name = name;
+  run.storage_path = std::getenv("STORAGE");
+  run.failure_config.max_failures = max_failures;
+  return run;
+}
+
 // The elastic run (driver side). MARKERS: the training function's marker directory;
 // STORAGE: the run's storage path. Prints the run's world sizes, epochs, failures and whether
 // its final weights match one process's, then "elastic done".
@@ -45,10 +54,7 @@ int ScenarioElastic() {
   config["marker_dir"] = markers;
   config["world_marker_dir"] = markers;
   config["until_world_size"] = 2;  // with 1 worker, go on until the group is back to 2
-  raio::train::RunConfig run;
-  run.name = "multinode";
-  run.storage_path = std::getenv("STORAGE");
-  run.failure_config.max_failures = 1;
+  const raio::train::RunConfig run = StoredRun("multinode", 1);
   raio::train::ScalingConfig scaling{
       .num_workers = 2, .min_workers = 1, .resources_per_worker = {{"CPU", 1}, {"slot", 1}}};
   raio::train::Result result =
@@ -91,10 +97,7 @@ int ScenarioLost() {
   nlohmann::json config = raio_train_test::Config(2);
   config["world_marker_dir"] = std::getenv("MARKERS");
   config["until_world_size"] = 99;  // goes on, one epoch per 250 ms, until the node is lost
-  raio::train::RunConfig run;
-  run.name = "lost";
-  run.storage_path = std::getenv("STORAGE");
-  run.failure_config.max_failures = -1;
+  const raio::train::RunConfig run = StoredRun("lost", -1);
   // On node b, the driver's: the worker dies with it, and the restart finds no cluster.
   raio::train::ScalingConfig scaling{.num_workers = 1,
                                      .resources_per_worker = {{"CPU", 1}, {"b_only", 1}}};
@@ -107,6 +110,17 @@ int ScenarioLost() {
 
 class MultiNodeTrainerTest : public CliClusterTest {
  protected:
+  // Starts `scenario` as a driver on the node of `zone` with MARKERS (markers_) and STORAGE
+  // under the test's directory; returns the file that collects its output.
+  fs::path SpawnTraining(const std::string& scenario, const std::string& zone) {
+    markers_ = dir_ / "markers";
+    fs::create_directories(markers_);
+    const fs::path out = dir_ / (scenario + ".out");
+    SpawnDriver(scenario, zone,
+                "MARKERS=" + markers_.string() + " STORAGE=" + (dir_ / "storage").string(), out);
+    return out;
+  }
+  fs::path markers_;
   // One slot per node; node b also has "b_only", for a worker that must run there.
   std::string NodeFlags(const std::string& zone) const override {
     return zone == "b" ? "--resources '{\"slot\": 1, \"b_only\": 1}'"
@@ -115,11 +129,8 @@ class MultiNodeTrainerTest : public CliClusterTest {
 };
 
 TEST_F(MultiNodeTrainerTest, ALostNodeShrinksTheRunAndANewNodeGrowsItBack) {
-  const fs::path markers = dir_ / "markers";
-  fs::create_directories(markers);
-  const fs::path out = dir_ / "elastic.out";
-  SpawnDriver("elastic", "a",
-              "MARKERS=" + markers.string() + " STORAGE=" + (dir_ / "storage").string(), out);
+  const fs::path out = SpawnTraining("elastic", "a");
+  const fs::path& markers = markers_;
   // Epochs 0 and 1 ran on 2 workers, one per node; rank 1 waits at epoch 2.
   ASSERT_TRUE(raio_test::WaitFor([&] { return fs::exists(markers / "pid"); }, 120s))
       << ReadWholeFile(out);
@@ -154,11 +165,8 @@ TEST_F(MultiNodeTrainerTest, ALostNodeShrinksTheRunAndANewNodeGrowsItBack) {
 }
 
 TEST_F(MultiNodeTrainerTest, ADriverThatLosesItsNodeEndsFitInsteadOfRestartingForever) {
-  const fs::path markers = dir_ / "markers";
-  fs::create_directories(markers);
-  const fs::path out = dir_ / "lost.out";
-  SpawnDriver("lost", "b",
-              "MARKERS=" + markers.string() + " STORAGE=" + (dir_ / "storage").string(), out);
+  const fs::path out = SpawnTraining("lost", "b");
+  const fs::path& markers = markers_;
   ASSERT_TRUE(raio_test::WaitFor([&] { return fs::exists(markers / "world_1"); }, 120s))
       << ReadWholeFile(out);
   ASSERT_EQ(::kill(DaemonPid(zones_["b"]), SIGKILL), 0);  // the driver's node

@@ -190,6 +190,11 @@ absl::StatusOr<std::unique_ptr<RedisJobStore>> RedisJobStore::Create(RedisStoreO
   return store;
 }
 
+absl::StatusOr<RedisJobStore::Reply> RedisJobStore::TryLease() {
+  return Send({"EVAL", kLeaseScript, "1", options_.ns + ":head", holder_,
+               std::to_string(std::max<int64_t>(options_.lease.count(), 1))});
+}
+
 absl::Status RedisJobStore::Acquire() {
   char host[256] = {};
   (void)::gethostname(host, sizeof(host) - 1);
@@ -197,11 +202,10 @@ absl::Status RedisJobStore::Acquire() {
   holder_ = absl::StrCat(host, " pid ", ::getpid(), " since ",
                          absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()),
                          " token ", absl::Hex(random()), absl::Hex(random()));
-  const std::string lease_ms = std::to_string(std::max<int64_t>(options_.lease.count(), 1));
   const auto deadline =
       std::chrono::steady_clock::now() + options_.lease + std::chrono::milliseconds(500);
   while (true) {
-    auto r = Send({"EVAL", kLeaseScript, "1", options_.ns + ":head", holder_, lease_ms});
+    auto r = TryLease();
     if (!r.ok()) return r.status();
     if ((*r)->type == REDIS_REPLY_INTEGER) return absl::OkStatus();
     const std::string other((*r)->str, (*r)->len);
@@ -222,8 +226,7 @@ void RedisJobStore::Renew() {
   // Fenced for good once another head took the namespace: what this head holds in memory
   // is stale (the other head may have deleted, replaced or added jobs).
   if (lost_.load()) return;
-  auto r = Send({"EVAL", kLeaseScript, "1", options_.ns + ":head", holder_,
-                 std::to_string(std::max<int64_t>(options_.lease.count(), 1))});
+  auto r = TryLease();
   if (!r.ok()) return;  // an outage: the calls answer Unavailable meanwhile
   std::lock_guard<std::mutex> l(lease_mu_);
   if ((*r)->type != REDIS_REPLY_INTEGER) {

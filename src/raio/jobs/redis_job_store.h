@@ -95,6 +95,9 @@ class RedisJobStore : public JobStore {
   absl::StatusOr<Reply> Command(const std::vector<std::string_view>& args);
   // The same without the lease check (the lease's own commands).
   absl::StatusOr<Reply> Send(const std::vector<std::string_view>& args);
+  // Runs kLeaseScript once: an integer reply when this head holds the lease now, else the
+  // holder's value.
+  absl::StatusOr<Reply> TryLease();
   // Takes the lease, waiting up to options_.lease for another holder's to run out.
   absl::Status Acquire();
   // Renews the lease (or takes it when Redis lost the key); records a loss in lost_to_.
